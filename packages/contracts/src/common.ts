@@ -1,0 +1,56 @@
+import { z } from 'zod';
+
+export const DOCUMENT_STATUSES = ['queued', 'extracting', 'chunking', 'embedding', 'done', 'failed'] as const;
+export const DocumentStatus = z.enum(DOCUMENT_STATUSES);
+export type DocumentStatus = z.infer<typeof DocumentStatus>;
+
+/** The spec's file-type override values. */
+export const FILE_TYPES = [
+  'text',
+  'pdf',
+  'tweet',
+  'google_doc',
+  'google_slide',
+  'google_sheet',
+  'image',
+  'video',
+  'notion_doc',
+  'webpage',
+  'onedrive',
+] as const;
+export const FileType = z.enum(FILE_TYPES);
+export type FileType = z.infer<typeof FileType>;
+
+/** The kinds a document can have, as the official SDK's types name them. */
+export const DOCUMENT_TYPES = [...FILE_TYPES, 'audio', 'github_markdown'] as const;
+export const DocumentType = z.enum(DOCUMENT_TYPES);
+export type DocumentType = z.infer<typeof DocumentType>;
+
+export const STAGES = ['extracting', 'chunking', 'embedding', 'indexing'] as const;
+export const Stage = z.enum(STAGES);
+export type Stage = z.infer<typeof Stage>;
+
+export const FAILURE_CLASSES = ['permanent', 'poison', 'exhausted'] as const;
+export const FailureClass = z.enum(FAILURE_CLASSES);
+export type FailureClass = z.infer<typeof FailureClass>;
+
+export const CUSTOM_ID_PATTERN = /^[a-zA-Z0-9_:-]+$/;
+export const CustomId = z
+  .string()
+  .min(1, 'customId must not be empty')
+  .max(100, 'customId must be at most 100 characters')
+  .regex(CUSTOM_ID_PATTERN, 'customId may contain only letters, digits, hyphen, underscore and colon');
+
+export const CONTAINER_TAG_PATTERN = /^[a-zA-Z0-9_:.@-]+$/;
+export const ContainerTag = z
+  .string()
+  .min(1, 'containerTag must not be empty')
+  .max(100, 'containerTag must be at most 100 characters')
+  .regex(CONTAINER_TAG_PATTERN, 'containerTag may contain only letters, digits and _ : . @ -');
+
+/** Flat metadata: string, number or boolean values, or arrays of strings. No nesting. */
+export const MetadataValue = z.union([z.string(), z.number().finite(), z.boolean(), z.array(z.string())]);
+export const Metadata = z.record(z.string().min(1).max(256), MetadataValue);
+export type Metadata = z.infer<typeof Metadata>;
+
+export const EntityContext = z.string().max(1500, 'entityContext must be at most 1500 characters');

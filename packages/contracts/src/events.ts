@@ -1,0 +1,190 @@
+import { z } from 'zod';
+import { ContainerTag, DocumentType, FailureClass, FileType, Metadata, Stage } from './common.js';
+import type { EventKind } from './names.js';
+
+/**
+ * Document events. Each type is versioned: a breaking change is a new `.vN` with an upcaster,
+ * never an edit of an existing schema.
+ */
+
+/** What the gateway accepted: inline text, or a file already stored in the Object Store. */
+export const SubmittedInput = z.discriminatedUnion('kind', [
+  z.object({ kind: z.literal('text'), content: z.string() }),
+  z.object({
+    kind: z.literal('blob'),
+    key: z.string(),
+    filename: z.string().nullable(),
+    mimeType: z.string().nullable(),
+    size: z.number().int().nonnegative(),
+    sha256: z.string(),
+  }),
+]);
+export type SubmittedInput = z.infer<typeof SubmittedInput>;
+
+export const DocumentSubmittedData = z.object({
+  input: SubmittedInput,
+  /** sha256 of the submitted content or file bytes; an unchanged re-submission is recognised by it. */
+  contentHash: z.string(),
+  customId: z.string().nullable(),
+  containerTags: z.array(ContainerTag),
+  metadata: Metadata,
+  entityContext: z.string().nullable(),
+  filterByMetadata: z.record(z.string(), z.union([z.string(), z.number(), z.boolean(), z.array(z.string())])).nullable(),
+  fileType: FileType.nullable(),
+  mimeType: z.string().nullable(),
+  filepath: z.string().nullable(),
+  taskType: z.enum(['memory', 'superrag']),
+  dreaming: z.enum(['dynamic', 'instant']),
+});
+export type DocumentSubmittedData = z.infer<typeof DocumentSubmittedData>;
+
+export const StageStartedData = z.object({ stage: z.enum(['extracting', 'chunking', 'embedding']) });
+
+export const ExtractedData = z.object({
+  title: z.string().nullable(),
+  type: DocumentType,
+  text: z.string(),
+  url: z.string().nullable(),
+  /** Hints the chunker may use: markdown headings, conversation turns. */
+  format: z.enum(['plain', 'markdown', 'conversation']),
+});
+export type ExtractedData = z.infer<typeof ExtractedData>;
+
+export const Chunk = z.object({
+  index: z.number().int().nonnegative(),
+  /** sha256 of the chunk text: the key of the content-addressed embedding cache. */
+  hash: z.string(),
+  text: z.string(),
+  tokens: z.number().int().nonnegative(),
+});
+export type Chunk = z.infer<typeof Chunk>;
+
+export const ChunkedData = z.object({ tokenizer: z.string(), chunks: z.array(Chunk) });
+export type ChunkedData = z.infer<typeof ChunkedData>;
+
+export const EmbeddedChunk = Chunk.extend({
+  /** Little-endian float32 vector, base64: exact and a quarter of the size of a JSON number array. */
+  vector: z.string(),
+});
+export type EmbeddedChunk = z.infer<typeof EmbeddedChunk>;
+
+export const EmbeddedData = z.object({
+  model: z.string(),
+  dim: z.number().int().positive(),
+  chunks: z.array(EmbeddedChunk),
+  /** How many chunk vectors were computed now rather than taken from the cache. */
+  computed: z.number().int().nonnegative(),
+});
+export type EmbeddedData = z.infer<typeof EmbeddedData>;
+
+export const IndexedData = z.object({
+  model: z.string(),
+  dim: z.number().int().positive(),
+  chunkCount: z.number().int().nonnegative(),
+  removed: z.number().int().nonnegative(),
+});
+
+export const FailedData = z.object({ stage: Stage, reason: z.string(), class: FailureClass });
+export type FailedData = z.infer<typeof FailedData>;
+
+export const MetadataUpdatedData = z.object({
+  metadata: Metadata.optional(),
+  containerTags: z.array(ContainerTag).optional(),
+});
+
+export const DeletedData = z.object({ reason: z.enum(['api', 'bulk']).default('api') });
+
+const dataSchemas = {
+  'document.submitted.v1': DocumentSubmittedData,
+  'document.stage-started.v1': StageStartedData,
+  'document.extracted.v1': ExtractedData,
+  'document.chunked.v1': ChunkedData,
+  'document.embedded.v1': EmbeddedData,
+  'document.indexed.v1': IndexedData,
+  'document.failed.v1': FailedData,
+  'document.metadata-updated.v1': MetadataUpdatedData,
+  'document.deleted.v1': DeletedData,
+} as const;
+
+export type EventType = keyof typeof dataSchemas;
+export const EVENT_TYPES = Object.keys(dataSchemas) as EventType[];
+
+/** The subject token of each event type. */
+export const EVENT_KIND_OF: Record<EventType, EventKind> = {
+  'document.submitted.v1': 'submitted',
+  'document.stage-started.v1': 'stage-started',
+  'document.extracted.v1': 'extracted',
+  'document.chunked.v1': 'chunked',
+  'document.embedded.v1': 'embedded',
+  'document.indexed.v1': 'indexed',
+  'document.failed.v1': 'failed',
+  'document.metadata-updated.v1': 'metadata-updated',
+  'document.deleted.v1': 'deleted',
+};
+
+const envelopeFields = {
+  id: z.string().min(1).max(128),
+  documentId: z.string().regex(/^[A-Za-z0-9_-]{1,64}$/),
+  /** Every submission or content change starts a new revision; every stage event carries it. */
+  revision: z.number().int().positive(),
+  occurredAt: z.iso.datetime(),
+  correlationId: z.string(),
+  causationId: z.string().nullable(),
+};
+
+function envelope<T extends EventType>(type: T) {
+  return z.object({ ...envelopeFields, type: z.literal(type), data: dataSchemas[type] });
+}
+
+export const DocumentSubmitted = envelope('document.submitted.v1');
+export type DocumentSubmitted = z.infer<typeof DocumentSubmitted>;
+export const StageStarted = envelope('document.stage-started.v1');
+export type StageStarted = z.infer<typeof StageStarted>;
+export const DocumentExtracted = envelope('document.extracted.v1');
+export type DocumentExtracted = z.infer<typeof DocumentExtracted>;
+export const DocumentChunked = envelope('document.chunked.v1');
+export type DocumentChunked = z.infer<typeof DocumentChunked>;
+export const DocumentEmbedded = envelope('document.embedded.v1');
+export type DocumentEmbedded = z.infer<typeof DocumentEmbedded>;
+export const DocumentIndexed = envelope('document.indexed.v1');
+export type DocumentIndexed = z.infer<typeof DocumentIndexed>;
+export const DocumentFailed = envelope('document.failed.v1');
+export type DocumentFailed = z.infer<typeof DocumentFailed>;
+export const DocumentMetadataUpdated = envelope('document.metadata-updated.v1');
+export type DocumentMetadataUpdated = z.infer<typeof DocumentMetadataUpdated>;
+export const DocumentDeleted = envelope('document.deleted.v1');
+export type DocumentDeleted = z.infer<typeof DocumentDeleted>;
+
+export const DocumentEvent = z.discriminatedUnion('type', [
+  DocumentSubmitted,
+  StageStarted,
+  DocumentExtracted,
+  DocumentChunked,
+  DocumentEmbedded,
+  DocumentIndexed,
+  DocumentFailed,
+  DocumentMetadataUpdated,
+  DocumentDeleted,
+]);
+export type DocumentEvent = z.infer<typeof DocumentEvent>;
+export type EventOf<T extends EventType> = Extract<DocumentEvent, { type: T }>;
+export type DataOf<T extends EventType> = EventOf<T>['data'];
+
+/**
+ * The wire form: either the event itself, or the event with its data moved to the Object Store
+ * (claim check) because it was too large for a message.
+ */
+export const ClaimCheck = z.object({ bucket: z.string(), key: z.string(), bytes: z.number().int().positive() });
+export type ClaimCheck = z.infer<typeof ClaimCheck>;
+export const WireEnvelope = z.object({
+  ...envelopeFields,
+  type: z.enum(EVENT_TYPES as [EventType, ...EventType[]]),
+  data: z.unknown().optional(),
+  claim: ClaimCheck.optional(),
+});
+export type WireEnvelope = z.infer<typeof WireEnvelope>;
+
+/** Validate an event's full shape; throws a ZodError naming the bad field. */
+export function parseEvent(value: unknown): DocumentEvent {
+  return DocumentEvent.parse(value);
+}

@@ -1,0 +1,58 @@
+import type { DocumentStatus, DocumentType, FailureClass, FilterExpr, Metadata, Stage } from '@memstream/contracts';
+
+/** One document as the projection sees it: the queryable view that GET and list read. */
+export interface DocumentView {
+  id: string;
+  customId: string | null;
+  /** The revision this view describes; a stale revision never overwrites a newer one. */
+  revision: number;
+  status: DocumentStatus;
+  title: string | null;
+  type: DocumentType;
+  content: string | null;
+  summary: string | null;
+  url: string | null;
+  filepath: string | null;
+  source: string | null;
+  metadata: Metadata;
+  containerTags: string[];
+  taskType: 'memory' | 'superrag';
+  /** sha256 of what was submitted for this revision. */
+  contentHash: string | null;
+  error: { stage: Stage; reason: string; class: FailureClass } | null;
+  chunkCount: number;
+  createdAt: string;
+  updatedAt: string;
+  /** Optimistic-concurrency token: bumped by every successful put. */
+  version: number;
+}
+
+export interface ListQuery {
+  /** A document matches when it carries any of these tags. */
+  containerTags?: string[];
+  statuses?: DocumentStatus[];
+  filter?: FilterExpr;
+  sort: 'createdAt' | 'updatedAt';
+  order: 'asc' | 'desc';
+  limit: number;
+  offset: number;
+}
+
+/** The document view store. Writers are the projection; readers are the gateway and replay. */
+export interface DocumentViews {
+  get(id: string): Promise<DocumentView | null>;
+  /**
+   * Store `view` if the stored version equals `expectedVersion` (0: the document must not exist yet).
+   * The stored version becomes expectedVersion + 1. Returns false, writing nothing, on a conflict.
+   */
+  put(view: DocumentView, expectedVersion: number): Promise<boolean>;
+  /** Remove a document; true when it existed. */
+  delete(id: string): Promise<boolean>;
+  list(query: ListQuery): Promise<{ items: DocumentView[]; total: number }>;
+  countByStatus(): Promise<Record<DocumentStatus, number>>;
+  /** Every document, in id order: for replay comparison and export. */
+  all(): AsyncIterable<DocumentView>;
+  /** Throws when the store cannot be reached. */
+  ping(): Promise<void>;
+  close(): Promise<void>;
+}
