@@ -27,12 +27,16 @@ export interface DocumentView {
   version: number;
 }
 
+/** What `list` selects and how it pages; every given criterion must hold. */
 export interface ListQuery {
-  /** A document matches when it carries any of these tags. */
+  /** A document matches when it carries any of these tags. Absent or empty: no restriction. */
   containerTags?: string[];
+  /** A document matches when its status is one of these. Absent or empty: no restriction. */
   statuses?: DocumentStatus[];
+  /** Metadata filter with exactly the semantics of `matchesFilter`, evaluated inside the store. */
   filter?: FilterExpr;
   sort: 'createdAt' | 'updatedAt';
+  /** Direction of the sort; documents with equal sort keys are ordered by id in the same direction. */
   order: 'asc' | 'desc';
   limit: number;
   offset: number;
@@ -48,7 +52,9 @@ export interface DocumentViews {
   put(view: DocumentView, expectedVersion: number): Promise<boolean>;
   /** Remove a document; true when it existed. */
   delete(id: string): Promise<boolean>;
+  /** One page of the matching documents, and how many match in all (ignoring limit and offset). */
   list(query: ListQuery): Promise<{ items: DocumentView[]; total: number }>;
+  /** How many documents are in each status; every status is present, zero included. */
   countByStatus(): Promise<Record<DocumentStatus, number>>;
   /** Every document, in id order: for replay comparison and export. */
   all(): AsyncIterable<DocumentView>;

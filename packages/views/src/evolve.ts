@@ -1,0 +1,111 @@
+import type { DocumentEvent, DocumentStatus, DocumentType } from '@memstream/contracts';
+import type { DocumentView } from './port.js';
+
+const RANK: Record<DocumentStatus, number> = { queued: 0, extracting: 1, chunking: 2, embedding: 3, done: 4, failed: 4 };
+
+function isTerminal(s: DocumentStatus): boolean {
+  return s === 'done' || s === 'failed';
+}
+
+function typeFromSubmission(e: Extract<DocumentEvent, { type: 'document.submitted.v1' }>): DocumentType {
+  if (e.data.fileType) return e.data.fileType;
+  return 'text';
+}
+
+/**
+ * The projection's reducer: the view after `event`, given the view before it (null: none).
+ * Returns null when the document is gone. Pure: time comes from the events, so replaying the
+ * log gives back exactly the same views. Rules: a stale revision never overwrites a newer one;
+ * within a revision the status only moves forward; done and failed are terminal for a revision.
+ */
+export function evolve(view: DocumentView | null, event: DocumentEvent): DocumentView | null {
+  // updatedAt never moves backwards, so events redelivered out of order give the same view as log order.
+  const at = view && view.updatedAt > event.occurredAt ? view.updatedAt : event.occurredAt;
+  switch (event.type) {
+    case 'document.submitted.v1': {
+      if (view && event.revision <= view.revision) return view;
+      const d = event.data;
+      return {
+        id: event.documentId,
+        customId: d.customId,
+        revision: event.revision,
+        status: 'queued',
+        title: view?.title ?? null,
+        type: view?.type ?? typeFromSubmission(event),
+        content: d.input.kind === 'text' ? d.input.content : null,
+        summary: null,
+        url: null,
+        filepath: d.filepath,
+        source: view?.source ?? null,
+        metadata: d.metadata,
+        containerTags: d.containerTags,
+        taskType: d.taskType,
+        contentHash: d.contentHash,
+        error: null,
+        chunkCount: view?.chunkCount ?? 0,
+        createdAt: view?.createdAt ?? event.occurredAt,
+        updatedAt: at,
+        version: view?.version ?? 0,
+      };
+    }
+    case 'document.stage-started.v1': {
+      if (!view || event.revision !== view.revision || isTerminal(view.status)) return view;
+      if (RANK[event.data.stage] <= RANK[view.status]) return view;
+      return { ...view, status: event.data.stage, updatedAt: at };
+    }
+    case 'document.extracted.v1': {
+      if (!view || event.revision !== view.revision) return view;
+      const d = event.data;
+      return {
+        ...view,
+        title: d.title ?? view.title,
+        type: d.type,
+        url: d.url ?? view.url,
+        content: view.content ?? d.text,
+        updatedAt: at,
+      };
+    }
+    case 'document.chunked.v1':
+    case 'document.embedded.v1':
+      return view;
+    case 'document.indexed.v1': {
+      if (!view || event.revision !== view.revision || view.status === 'failed' || view.status === 'done') return view;
+      return { ...view, status: 'done', chunkCount: event.data.chunkCount, error: null, updatedAt: at };
+    }
+    case 'document.failed.v1': {
+      if (!view || event.revision !== view.revision || view.status === 'done' || view.status === 'failed') return view;
+      return { ...view, status: 'failed', error: { ...event.data }, updatedAt: at };
+    }
+    case 'document.metadata-updated.v1': {
+      if (!view) return view;
+      return {
+        ...view,
+        metadata: event.data.metadata ?? view.metadata,
+        containerTags: event.data.containerTags ?? view.containerTags,
+        updatedAt: at,
+      };
+    }
+    case 'document.deleted.v1': {
+      if (!view) return null;
+      return event.revision >= view.revision ? null : view;
+    }
+  }
+}
+
+/** Two views describe the same document state (the concurrency token aside). */
+export function sameView(a: DocumentView | null, b: DocumentView | null): boolean {
+  if (a === null || b === null) return a === b;
+  const { version: _va, ...ra } = a;
+  const { version: _vb, ...rb } = b;
+  return canonical(ra) === canonical(rb);
+}
+
+/** JSON with object keys sorted, so two stores that return fields in another order compare equal. */
+export function canonical(v: unknown): string {
+  if (Array.isArray(v)) return `[${v.map(canonical).join(',')}]`;
+  if (v && typeof v === 'object') {
+    const o = v as Record<string, unknown>;
+    return `{${Object.keys(o).sort().filter((k) => o[k] !== undefined).map((k) => `${JSON.stringify(k)}:${canonical(o[k])}`).join(',')}}`;
+  }
+  return JSON.stringify(v);
+}

@@ -1,0 +1,41 @@
+import { randomBytes } from 'node:crypto';
+import { describe, it } from 'vitest';
+import { MongoClient } from 'mongodb';
+import { describeDocumentViewsContract } from './contract.js';
+import { MongoDocumentViews } from './mongo.js';
+import type { DocumentViews } from './port.js';
+
+const url = process.env.MONGODB_URL;
+
+if (url) {
+  const run = `memstream_views_test_${process.pid}_${randomBytes(4).toString('hex')}`;
+  let n = 0;
+  describeDocumentViewsContract('MongoDocumentViews', async () => {
+    // A database per store, so cases never see each other's documents and cleanup is one drop.
+    const dbName = `${run}_${n++}`;
+    const views = await MongoDocumentViews.connect(url, dbName);
+    const opened: DocumentViews[] = [views];
+    return {
+      views,
+      reopen: async () => {
+        const another = await MongoDocumentViews.connect(url, dbName);
+        opened.push(another);
+        return another;
+      },
+      cleanup: async () => {
+        for (const v of opened) await v.close();
+        const admin = new MongoClient(url);
+        try {
+          await admin.db(dbName).dropDatabase();
+        } finally {
+          await admin.close();
+        }
+      },
+    };
+  });
+} else {
+  console.log('[views] MongoDB contract suite skipped: MONGODB_URL is not set (no MongoDB server can run on this machine)');
+  describe.skip('DocumentViews contract: MongoDocumentViews', () => {
+    it('needs MONGODB_URL', () => {});
+  });
+}
