@@ -1,0 +1,164 @@
+/**
+ * Ingest benchmark: N documents of about 2 KB of text through a private memstream.
+ *
+ *   ./memstream bench [--docs 1000] [--concurrency 16]
+ *
+ * Reports add throughput (HTTP requests/s), end-to-end documents/s to done, p50/p99
+ * time-to-done, and — as the ceiling, measured in the same run on the same broker — the raw
+ * JetStream publish rate of the same payloads. Figures, not assertions.
+ */
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir, cpus, totalmem } from 'node:os';
+import path from 'node:path';
+import { parseArgs } from 'node:util';
+import { StorageType } from '@nats-io/jetstream';
+import { connectBus } from '@memstream/bus';
+import { SERVICES, spawnService, startNatsServer, stopProcess, type ServiceProcess } from '@memstream/cli';
+import { createLogger } from '@memstream/kit';
+import { SqliteDocumentViews } from '@memstream/views';
+
+const { values } = parseArgs({
+  options: { docs: { type: 'string', default: '1000' }, concurrency: { type: 'string', default: '16' }, json: { type: 'boolean', default: false } },
+});
+const N = Number(values.docs);
+const C = Number(values.concurrency);
+
+const VOCAB = ('memory stream ledger replay chunk vector index broker durable consumer revision projection tombstone payload ' +
+  'subject sequence window backoff redelivery snapshot tenant container search recall embedding token paragraph heading ' +
+  'document extract pipeline gateway service process replica cluster storage latency throughput').split(' ');
+
+/** A deterministic ~2 KB document: varied sentences in paragraphs, under a heading. */
+function makeDoc(i: number): string {
+  let seed = i * 2654435761 + 1;
+  const rnd = () => ((seed = (seed * 1103515245 + 12345) >>> 0) / 2 ** 32);
+  const sentence = () => {
+    const n = 8 + Math.floor(rnd() * 10);
+    const w = Array.from({ length: n }, () => VOCAB[Math.floor(rnd() * VOCAB.length)]);
+    return w.join(' ').replace(/^./, (c) => c.toUpperCase()) + '.';
+  };
+  let out = `# Bench document ${i}\n\n`;
+  while (out.length < 2048) {
+    out += Array.from({ length: 4 }, sentence).join(' ') + '\n\n';
+  }
+  return out.slice(0, 2048);
+}
+
+function pct(sorted: number[], p: number): number {
+  if (sorted.length === 0) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+}
+
+async function main(): Promise<void> {
+  const dir = mkdtempSync(path.join(tmpdir(), 'memstream-bench-'));
+  const log = createLogger('bench', { level: 'warn' });
+  const nats = await startNatsServer({ storeDir: path.join(dir, 'nats') });
+  const apiKey = 'ms_bench_' + 'x'.repeat(20);
+  const env = { NATS_URL: nats.url, MEMSTREAM_DATA_DIR: dir, MEMSTREAM_API_KEY: apiKey, MEMSTREAM_PORT: '0', LOG_LEVEL: 'warn' };
+  const procs: ServiceProcess[] = [];
+  const docs = Array.from({ length: N }, (_, i) => makeDoc(i));
+  try {
+    // Ceiling: the same payloads published straight to a JetStream file stream on this broker.
+    const bus = await connectBus({ url: nats.url, name: 'bench', log });
+    await bus.jsm.streams.add({ name: 'BENCH', subjects: ['bench.>'], storage: StorageType.File });
+    const body = docs.map((d) => new TextEncoder().encode(JSON.stringify({ content: d })));
+    const p0 = performance.now();
+    const window: Promise<unknown>[] = [];
+    for (let i = 0; i < N; i++) {
+      window.push(bus.js.publish(`bench.${i}`, body[i]!, { msgID: `b${i}` }));
+      if (window.length >= 256) await Promise.all(window.splice(0));
+    }
+    await Promise.all(window);
+    const publishRate = N / ((performance.now() - p0) / 1000);
+    await bus.jsm.streams.delete('BENCH');
+
+    for (const s of SERVICES.filter((x) => x !== 'gateway')) procs.push(await spawnService(s, { env }));
+    const gw = await spawnService('gateway', { env });
+    procs.push(gw);
+    const url = gw.url!;
+
+    // Time-to-done per document: from the moment its add was sent to the moment its indexed
+    // event (the event that makes it done) is published.
+    const sentAt = new Map<string, number>();
+    const doneAt = new Map<string, number>();
+    const sub = bus.nc.subscribe('doc.*.indexed', {
+      callback: (_err, msg) => {
+        const id = msg.subject.split('.')[1]!;
+        if (!doneAt.has(id)) doneAt.set(id, performance.now());
+      },
+    });
+
+    let next = 0;
+    const t0 = performance.now();
+    const worker = async () => {
+      while (next < N) {
+        const i = next++;
+        const t = performance.now();
+        const res = await fetch(`${url}/v3/documents`, {
+          method: 'POST',
+          headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
+          body: JSON.stringify({ content: docs[i], containerTag: 'bench' }),
+        });
+        if (res.status !== 200) throw new Error(`add answered ${res.status}: ${await res.text()}`);
+        const { id } = (await res.json()) as { id: string };
+        sentAt.set(id, t);
+      }
+    };
+    await Promise.all(Array.from({ length: C }, worker));
+    const addSecs = (performance.now() - t0) / 1000;
+
+    const views = SqliteDocumentViews.open(path.join(dir, 'views.sqlite'));
+    const deadline = Date.now() + 10 * 60_000;
+    for (;;) {
+      const c = await views.countByStatus();
+      if (c.done + c.failed >= N) break;
+      if (Date.now() > deadline) throw new Error(`not all documents finished: ${JSON.stringify(c)}`);
+      await new Promise((r) => setTimeout(r, 50));
+    }
+    const e2eSecs = (performance.now() - t0) / 1000;
+    const counts = await views.countByStatus();
+    await views.close();
+    sub.unsubscribe();
+    await bus.close();
+
+    const lat = [...sentAt.entries()].map(([id, t]) => (doneAt.get(id) ?? NaN) - t).filter((x) => !Number.isNaN(x)).sort((a, b) => a - b);
+    const result = {
+      machine: `${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.versions.node}, nats-server ${nats.version}`,
+      docs: N,
+      concurrency: C,
+      docBytes: 2048,
+      addRequestsPerSec: Math.round(N / addSecs),
+      endToEndDocsPerSec: Math.round(N / e2eSecs),
+      timeToDoneMs: { p50: Math.round(pct(lat, 50)), p99: Math.round(pct(lat, 99)) },
+      ceilingJetStreamPublishPerSec: Math.round(publishRate),
+      addVsCeiling: +(N / addSecs / publishRate).toFixed(3),
+      endToEndVsCeiling: +(N / e2eSecs / publishRate).toFixed(3),
+      failed: counts.failed,
+    };
+    if (values.json) {
+      process.stdout.write(JSON.stringify(result) + '\n');
+    } else {
+      process.stdout.write(
+        [
+          `memstream ingest bench — ${result.machine}`,
+          `  documents                    ${N} × 2 KB text, ${C} concurrent clients`,
+          `  add throughput               ${result.addRequestsPerSec} requests/s`,
+          `  end-to-end to done           ${result.endToEndDocsPerSec} documents/s`,
+          `  time to done                 p50 ${result.timeToDoneMs.p50} ms, p99 ${result.timeToDoneMs.p99} ms`,
+          `  ceiling: raw JetStream pub   ${result.ceilingJetStreamPublishPerSec} messages/s (same payloads, same broker, this run)`,
+          `  ratio to ceiling             add ${result.addVsCeiling}, end-to-end ${result.endToEndVsCeiling}`,
+          `  failed                       ${result.failed}`,
+          '',
+        ].join('\n'),
+      );
+    }
+  } finally {
+    await Promise.all(procs.map((p) => stopProcess(p.child)));
+    await nats.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+main().catch((err) => {
+  process.stderr.write(`bench failed: ${(err as Error).stack ?? err}\n`);
+  process.exit(1);
+});

@@ -1,0 +1,112 @@
+import { headers as natsHeaders, type MsgHdrs } from '@nats-io/nats-core';
+import type { PubAck } from '@nats-io/jetstream';
+import {
+  CLAIM_CHECK_BYTES,
+  BLOB_BUCKET,
+  DocumentEvent,
+  EVENT_KIND_OF,
+  WireEnvelope,
+  docSubject,
+  type DataOf,
+  type EventKind,
+  type EventOf,
+  type EventType,
+  STREAM_DOCS,
+} from '@memstream/contracts';
+import { derivedEventId } from '@memstream/kit';
+import type { Bus } from './connect.js';
+import { blobKey, blobStore } from './blobs.js';
+
+const enc = new TextEncoder();
+const dec = new TextDecoder();
+
+export interface PublishOptions {
+  /** Optimistic concurrency: the publish fails unless the last message on this event's subject has this sequence (0: none). */
+  expectLastSubjectSequence?: number;
+  /** W3C trace context and other headers to carry along. */
+  headers?: Record<string, string>;
+}
+
+/**
+ * Validate and publish one event. Its id is the Nats-Msg-Id, so a retried publish is
+ * deduplicated by the server. Data too large for a message goes to the Object Store first and
+ * the event carries a claim check instead.
+ */
+export async function publishEvent(bus: Bus, event: DocumentEvent, opts: PublishOptions = {}): Promise<PubAck> {
+  const valid = DocumentEvent.parse(event);
+  let body = enc.encode(JSON.stringify(valid));
+  if (body.byteLength > CLAIM_CHECK_BYTES) {
+    const data = enc.encode(JSON.stringify(valid.data));
+    const key = blobKey(valid.documentId, 'events', valid.id);
+    await blobStore(bus).put(key, data);
+    const wire: WireEnvelope = { ...valid, data: undefined, claim: { bucket: BLOB_BUCKET, key, bytes: data.byteLength } };
+    body = enc.encode(JSON.stringify(wire));
+  }
+  const h = natsHeaders();
+  for (const [k, v] of Object.entries(opts.headers ?? {})) h.set(k, v);
+  h.set('Memstream-Event-Type', valid.type);
+  return bus.js.publish(docSubject(valid.documentId, EVENT_KIND_OF[valid.type]), body, {
+    msgID: valid.id,
+    headers: h,
+    ...(opts.expectLastSubjectSequence !== undefined ? { expect: { lastSubjectSequence: opts.expectLastSubjectSequence } } : {}),
+  });
+}
+
+/** Decode a message body into a validated event, fetching claim-checked data. Throws on a malformed event. */
+export async function decodeEvent(bus: Bus, body: Uint8Array): Promise<DocumentEvent> {
+  const wire = WireEnvelope.parse(JSON.parse(dec.decode(body)));
+  if (wire.claim) {
+    const data = await blobStore(bus).get(wire.claim.key);
+    if (!data) throw new Error(`claim-checked data ${wire.claim.key} is missing from the object store`);
+    const { claim: _claim, ...rest } = wire;
+    return DocumentEvent.parse({ ...rest, data: JSON.parse(dec.decode(data)) });
+  }
+  return DocumentEvent.parse(wire);
+}
+
+/** The last event of one kind for a document (a direct read of the stream), with its stream sequence. */
+export async function lastEvent(bus: Bus, documentId: string, kind: EventKind): Promise<{ event: DocumentEvent; seq: number } | null> {
+  try {
+    const m = await bus.jsm.streams.getMessage(STREAM_DOCS, { last_by_subj: docSubject(documentId, kind) });
+    if (!m) return null;
+    return { event: await decodeEvent(bus, m.data), seq: m.seq };
+  } catch (err) {
+    if (/no message found|not found/i.test(String((err as Error)?.message ?? err))) return null;
+    throw err;
+  }
+}
+
+/** The newest revision the log knows for a document, and whether its latest state is deleted. */
+export async function latestRevision(bus: Bus, documentId: string): Promise<{ revision: number; deleted: boolean; submittedSeq: number }> {
+  const [sub, del] = await Promise.all([lastEvent(bus, documentId, 'submitted'), lastEvent(bus, documentId, 'deleted')]);
+  const subRev = sub?.event.revision ?? 0;
+  const delRev = del?.event.revision ?? 0;
+  return { revision: Math.max(subRev, delRev), deleted: del !== null && delRev >= subRev, submittedSeq: sub?.seq ?? 0 };
+}
+
+/**
+ * Build the event that `cause` leads to: same document, revision and correlation; an id derived
+ * from the cause, so a redelivered message emits the same event (and the server drops the copy).
+ */
+export function follow<T extends EventType>(cause: DocumentEvent, type: T, data: DataOf<T>, n = 0, now: () => Date = () => new Date()): EventOf<T> {
+  return {
+    id: derivedEventId(cause.id, type, n),
+    type,
+    documentId: cause.documentId,
+    revision: cause.revision,
+    occurredAt: now().toISOString(),
+    correlationId: cause.correlationId,
+    causationId: cause.id,
+    data,
+  } as EventOf<T>;
+}
+
+export function headersToRecord(h: MsgHdrs | undefined, keys: string[] = ['traceparent', 'tracestate']): Record<string, string> {
+  const out: Record<string, string> = {};
+  if (!h) return out;
+  for (const k of keys) {
+    const v = h.get(k);
+    if (v) out[k] = v;
+  }
+  return out;
+}

@@ -1,0 +1,117 @@
+import { AckPolicy, DeliverPolicy, DiscardPolicy, RetentionPolicy, StorageType, type JetStreamManager, type StreamConfig } from '@nats-io/jetstream';
+import { CONSUMERS, DEAD_LETTER_SUBJECTS, DOC_SUBJECTS, STREAM_DEAD_LETTERS, STREAM_DOCS, type ConsumerName } from '@memstream/contracts';
+
+/**
+ * Delivery settings per consumer, chosen on purpose:
+ * - ackWaitMs: how long a message may be held without an ack before the server redelivers it;
+ *   runners call working() while a long job runs, so this bounds only a dead worker's hold.
+ * - maxDeliver: the server stops redelivering after this many attempts; the runner fails the
+ *   document as `exhausted` on the last one, so nothing is dropped silently.
+ * - maxAckPending: the most unacked messages in flight across all replicas of the service.
+ */
+export interface ConsumerPolicy {
+  ackWaitMs: number;
+  maxDeliver: number;
+  maxAckPending: number;
+}
+
+export const DEFAULT_POLICIES: Record<ConsumerName, ConsumerPolicy> = {
+  extractor: { ackWaitMs: 60_000, maxDeliver: 6, maxAckPending: 64 },
+  chunker: { ackWaitMs: 30_000, maxDeliver: 6, maxAckPending: 256 },
+  embedder: { ackWaitMs: 60_000, maxDeliver: 6, maxAckPending: 256 },
+  indexer: { ackWaitMs: 30_000, maxDeliver: 6, maxAckPending: 256 },
+  projection: { ackWaitMs: 30_000, maxDeliver: 10, maxAckPending: 1024 },
+};
+
+export interface TopologyOptions {
+  /** JetStream replicas of each stream: 1 on one machine, 3 in a production cluster. */
+  replicas?: number;
+  /** Server-side deduplication window for Nats-Msg-Id. */
+  duplicateWindowMs?: number;
+}
+
+/**
+ * The DOCS stream is the source of truth: file storage, limits retention (events are kept, not
+ * consumed away), deduplication by Nats-Msg-Id, and no age limit. DEAD_LETTERS keeps copies of
+ * messages that could not be processed, for inspection and replay.
+ */
+export function docsStreamConfig(opts: TopologyOptions = {}): Partial<StreamConfig> & { name: string } {
+  return {
+    name: STREAM_DOCS,
+    subjects: [DOC_SUBJECTS],
+    storage: StorageType.File,
+    retention: RetentionPolicy.Limits,
+    discard: DiscardPolicy.Old,
+    num_replicas: opts.replicas ?? 1,
+    duplicate_window: (opts.duplicateWindowMs ?? 120_000) * 1_000_000,
+    max_msg_size: 1024 * 1024,
+    allow_direct: true,
+    // Deleting a document purges its subject tree: the API must allow it.
+    deny_purge: false,
+    deny_delete: false,
+  };
+}
+
+async function ensureStream(jsm: JetStreamManager, cfg: Partial<StreamConfig> & { name: string }): Promise<void> {
+  try {
+    await jsm.streams.info(cfg.name);
+    await jsm.streams.update(cfg.name, cfg);
+  } catch (err) {
+    if (!isNotFound(err)) throw err;
+    try {
+      await jsm.streams.add(cfg);
+    } catch (e) {
+      // Another process created it between our info and add.
+      if (!/already in use/i.test(String(e))) throw e;
+    }
+  }
+}
+
+function isNotFound(err: unknown): boolean {
+  return /not found/i.test(String((err as Error)?.message ?? err));
+}
+
+/** Create or update the streams and every durable consumer. Idempotent; every service calls it at start. */
+export async function ensureTopology(jsm: JetStreamManager, opts: TopologyOptions & { ackWaitMs?: number | undefined } = {}): Promise<void> {
+  await ensureStream(jsm, docsStreamConfig(opts));
+  await ensureStream(jsm, {
+    name: STREAM_DEAD_LETTERS,
+    subjects: [DEAD_LETTER_SUBJECTS],
+    storage: StorageType.File,
+    retention: RetentionPolicy.Limits,
+    num_replicas: opts.replicas ?? 1,
+  });
+  for (const name of Object.keys(CONSUMERS) as ConsumerName[]) {
+    await ensureConsumer(jsm, name, { ...DEFAULT_POLICIES[name], ...(opts.ackWaitMs ? { ackWaitMs: opts.ackWaitMs } : {}) });
+  }
+}
+
+export async function ensureConsumer(jsm: JetStreamManager, name: ConsumerName, policy: ConsumerPolicy): Promise<void> {
+  const { durable, filter } = CONSUMERS[name];
+  const cfg = {
+    durable_name: durable,
+    ack_policy: AckPolicy.Explicit,
+    deliver_policy: DeliverPolicy.All,
+    filter_subject: filter,
+    ack_wait: policy.ackWaitMs * 1_000_000,
+    max_deliver: policy.maxDeliver,
+    max_ack_pending: policy.maxAckPending,
+    inactive_threshold: 0,
+  };
+  try {
+    await jsm.consumers.info(STREAM_DOCS, durable);
+    await jsm.consumers.update(STREAM_DOCS, durable, {
+      ack_wait: cfg.ack_wait,
+      max_deliver: cfg.max_deliver,
+      max_ack_pending: cfg.max_ack_pending,
+    });
+  } catch (err) {
+    if (!isNotFound(err)) throw err;
+    try {
+      await jsm.consumers.add(STREAM_DOCS, cfg);
+    } catch (e) {
+      if (!/already in use|already exists/i.test(String(e))) throw e;
+    }
+  }
+}
+

@@ -1,0 +1,21 @@
+import { z } from 'zod';
+import { parseEnv } from '@memstream/kit';
+
+/** The launcher's environment: the README's configuration table, in code. */
+export const Config = z.object({
+  MEMSTREAM_PORT: z.coerce.number().int().min(0).max(65535).default(8787),
+  MEMSTREAM_HOST: z.string().default('127.0.0.1'),
+  /** The admin key; generated and kept under the data dir when unset. */
+  MEMSTREAM_API_KEY: z.string().min(16, 'MEMSTREAM_API_KEY must be at least 16 characters').optional(),
+  MEMSTREAM_DATA_DIR: z.string().default('.memstream'),
+  /** An existing NATS to use; when unset, the launcher starts its own nats-server with its store under the data dir. */
+  NATS_URL: z.string().optional(),
+  MONGODB_URL: z.string().optional(),
+  QDRANT_URL: z.string().optional(),
+  LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
+  MEMSTREAM_ACK_WAIT_MS: z.coerce.number().int().min(1000).optional(),
+  /** Where the user ran ./memstream from: relative paths are theirs, not the repo's. */
+  MEMSTREAM_INVOKE_CWD: z.string().optional(),
+});
+export type Config = z.infer<typeof Config>;
+export const loadConfig = (): Config => parseEnv(Config);

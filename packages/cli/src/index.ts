@@ -1,0 +1,3 @@
+export * from './nats-server.js';
+export * from './stack.js';
+export * from './replay.js';

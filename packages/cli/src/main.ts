@@ -1,0 +1,239 @@
+import path from 'node:path';
+import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
+import { pino } from 'pino';
+import { build as prettyStream } from 'pino-pretty';
+import { connectBus, ensureTopology } from '@memstream/bus';
+import { createLogger, errorMessage } from '@memstream/kit';
+import { openDocumentViews, SqliteDocumentViews, MongoDocumentViews, type DocumentViews } from '@memstream/views';
+import { loadConfig, type Config } from './config.js';
+import { startNatsServer, type NatsServerHandle } from './nats-server.js';
+import { SERVICES, spawnService, stopProcess, type ServiceName, type ServiceProcess } from './stack.js';
+import { compareViews, progressBar, rebuildViews } from './replay.js';
+
+const USAGE = `memstream — a self-hostable content memory service
+
+  ./memstream up                       start nats-server (unless NATS_URL is set) and all six services
+  ./memstream test [vitest args]       typecheck and run every test
+  ./memstream replay projection        rebuild the document view from the log into a new store and
+        [--swap]                       compare it with the live one; --swap replaces the live view
+                                       with the rebuilt one (stop memstream first)
+  ./memstream bench [--docs N]         ingest benchmark against a private stack
+
+Configuration (environment): MEMSTREAM_PORT (8787), MEMSTREAM_HOST (127.0.0.1), MEMSTREAM_API_KEY,
+MEMSTREAM_DATA_DIR (./.memstream), NATS_URL, MONGODB_URL, QDRANT_URL, LOG_LEVEL (info).`;
+
+function dataDir(config: Config): string {
+  return path.resolve(config.MEMSTREAM_INVOKE_CWD ?? process.cwd(), config.MEMSTREAM_DATA_DIR);
+}
+
+/** The admin key: from the environment, else the one kept under the data dir, else a new one kept there. */
+function adminKey(config: Config, dir: string): { key: string; source: string } {
+  if (config.MEMSTREAM_API_KEY) return { key: config.MEMSTREAM_API_KEY, source: 'MEMSTREAM_API_KEY' };
+  const file = path.join(dir, 'api-key');
+  if (existsSync(file)) return { key: readFileSync(file, 'utf8').trim(), source: file };
+  const key = 'ms_admin_' + randomBytes(24).toString('base64url');
+  writeFileSync(file, key + '\n', { mode: 0o600 });
+  return { key, source: `${file} (generated)` };
+}
+
+/** Services log JSON; the launcher shows it pretty on a terminal and as JSON lines otherwise. */
+function logSink(): (service: ServiceName, line: string) => void {
+  if (!process.stdout.isTTY) return (_s, line) => process.stdout.write(line + '\n');
+  const pretty = prettyStream({ colorize: true, translateTime: 'HH:MM:ss.l', ignore: 'pid,hostname,service,name', messageFormat: '{service} | {msg}', destination: 1 });
+  return (_s, line) => {
+    if (line.startsWith('{')) pretty.write(line + '\n');
+    else process.stdout.write(line + '\n');
+  };
+}
+
+async function up(config: Config): Promise<void> {
+  const dir = dataDir(config);
+  mkdirSync(dir, { recursive: true });
+  const log = createLogger('memstream', { pretty: process.stdout.isTTY });
+  const { key, source } = adminKey(config, dir);
+  let nats: NatsServerHandle | null = null;
+  let natsUrl = config.NATS_URL;
+  if (!natsUrl) {
+    nats = await startNatsServer({ storeDir: path.join(dir, 'nats') });
+    natsUrl = nats.url;
+    log.info({ url: natsUrl, version: nats.version, fsync: nats.syncAlways ? 'always' : 'every 2 min (nats-server < 2.10 has no sync_interval)' }, 'nats-server started');
+  }
+  const env: Record<string, string> = {
+    NATS_URL: natsUrl,
+    MEMSTREAM_DATA_DIR: dir,
+    MEMSTREAM_API_KEY: key,
+    MEMSTREAM_PORT: String(config.MEMSTREAM_PORT),
+    MEMSTREAM_HOST: config.MEMSTREAM_HOST,
+    LOG_LEVEL: config.LOG_LEVEL,
+    MEMSTREAM_LOG_PRETTY: '0',
+  };
+  const onLog = logSink();
+  const procs = new Map<ServiceName, ServiceProcess>();
+  let stopping = false;
+
+  // A crashed service is started again (at most 5 times a minute), so one bad moment does not stop the system.
+  const restarts = new Map<ServiceName, number[]>();
+  const supervise = (p: ServiceProcess) => {
+    p.child.once('exit', (code, signal) => {
+      if (stopping) return;
+      const now = Date.now();
+      const recent = (restarts.get(p.name) ?? []).filter((t) => now - t < 60_000);
+      restarts.set(p.name, [...recent, now]);
+      if (recent.length >= 5) {
+        log.error({ service: p.name }, 'service keeps crashing: giving up on it');
+        return;
+      }
+      log.warn({ service: p.name, code, signal }, 'service exited: restarting');
+      spawnService(p.name, { env, onLog })
+        .then((np) => {
+          procs.set(np.name, np);
+          supervise(np);
+        })
+        .catch((err) => log.error({ service: p.name, err: errorMessage(err) }, 'restart failed'));
+    });
+  };
+
+  const stopAll = async () => {
+    stopping = true;
+    // Gateway first (stop accepting), then the stages, then the projection, then the broker.
+    const order: ServiceName[] = ['gateway', 'extractor', 'chunker', 'embedder', 'indexer', 'projection'];
+    for (const name of order) {
+      const p = procs.get(name);
+      if (p) await stopProcess(p.child);
+    }
+    await nats?.stop();
+  };
+  let signalled = false;
+  const onSignal = (sig: string) => {
+    if (signalled) process.exit(1);
+    signalled = true;
+    log.info({ signal: sig }, 'stopping memstream');
+    void stopAll().then(() => process.exit(0));
+  };
+  process.on('SIGINT', () => onSignal('SIGINT'));
+  process.on('SIGTERM', () => onSignal('SIGTERM'));
+
+  try {
+    const workers = SERVICES.filter((s) => s !== 'gateway');
+    for (const p of await Promise.all(workers.map((s) => spawnService(s, { env, onLog })))) procs.set(p.name, p);
+    const gw = await spawnService('gateway', { env, onLog });
+    procs.set('gateway', gw);
+    for (const p of procs.values()) supervise(p);
+    const url = gw.url ?? `http://${config.MEMSTREAM_HOST}:${config.MEMSTREAM_PORT}`;
+    process.stdout.write(
+      [
+        '',
+        `memstream is up.`,
+        `  base URL : ${url}`,
+        `  API key  : ${key}   (from ${source})`,
+        `  data dir : ${dir}`,
+        `  try      : curl -s ${url}/v3/documents -H "Authorization: Bearer ${key}" -H 'content-type: application/json' -d '{"content":"hello memstream"}'`,
+        `  stop     : Ctrl-C`,
+        '',
+        '',
+      ].join('\n'),
+    );
+  } catch (err) {
+    log.error({ err: errorMessage(err) }, 'start failed');
+    await stopAll();
+    process.exit(1);
+  }
+}
+
+async function withBus<T>(config: Config, fn: (bus: Awaited<ReturnType<typeof connectBus>>) => Promise<T>): Promise<T> {
+  const dir = dataDir(config);
+  const log = pino({ level: 'warn' });
+  let nats: NatsServerHandle | null = null;
+  let url = config.NATS_URL;
+  if (!url) {
+    // Nothing running: open the embedded store with a private server for the duration.
+    nats = await startNatsServer({ storeDir: path.join(dir, 'nats') });
+    url = nats.url;
+  }
+  const bus = await connectBus({ url, name: 'memstream-cli', log });
+  try {
+    await ensureTopology(bus.jsm, { ackWaitMs: config.MEMSTREAM_ACK_WAIT_MS });
+    return await fn(bus);
+  } finally {
+    await bus.close();
+    await nats?.stop();
+  }
+}
+
+async function replay(config: Config, args: string[]): Promise<number> {
+  const what = args[0];
+  if (what !== 'projection') {
+    process.stderr.write(`replay: unknown target ${what ?? '(none)'}; known: projection\n\n${USAGE}\n`);
+    return 2;
+  }
+  const swap = args.includes('--swap');
+  const dir = dataDir(config);
+  mkdirSync(dir, { recursive: true });
+  const livePath = path.join(dir, 'views.sqlite');
+  const nextPath = path.join(dir, 'views.rebuild.sqlite');
+  return withBus(config, async (bus) => {
+    let target: DocumentViews;
+    if (config.MONGODB_URL) {
+      target = await MongoDocumentViews.connect(config.MONGODB_URL, 'memstream', 'documents_rebuild');
+      for await (const v of target.all()) await target.delete(v.id);
+    } else {
+      for (const suffix of ['', '-wal', '-shm']) rmSync(nextPath + suffix, { force: true });
+      target = SqliteDocumentViews.open(nextPath);
+    }
+    const t0 = performance.now();
+    const { events, documents } = await rebuildViews(bus, target, progressBar('replay projection'));
+    const secs = (performance.now() - t0) / 1000;
+    process.stdout.write(`rebuilt ${documents} documents from ${events} events in ${secs.toFixed(1)} s\n`);
+    const live = await openDocumentViews({ sqlitePath: livePath, ...(config.MONGODB_URL ? { mongodbUrl: config.MONGODB_URL } : {}) });
+    const cmp = await compareViews(live, target);
+    await live.close();
+    await target.close();
+    process.stdout.write(
+      `compared with the live view: ${cmp.same} equal, ${cmp.different.length} different, ${cmp.onlyInA.length} only live, ${cmp.onlyInB.length} only rebuilt\n`,
+    );
+    if (swap) {
+      if (config.MONGODB_URL) {
+        process.stdout.write('--swap with MongoDB: rename collection documents_rebuild to documents in the mongo shell (renameCollection with dropTarget).\n');
+      } else {
+        for (const suffix of ['-wal', '-shm']) rmSync(livePath + suffix, { force: true });
+        renameSync(nextPath, livePath);
+        process.stdout.write(`the live view is now the rebuilt one (${livePath})\n`);
+      }
+    } else {
+      process.stdout.write(`rebuilt view kept at ${config.MONGODB_URL ? 'collection documents_rebuild' : nextPath}; --swap makes it the live one\n`);
+    }
+    return 0;
+  });
+}
+
+async function main(argv: string[]): Promise<number> {
+  const [cmd, ...rest] = argv;
+  const config = loadConfig();
+  switch (cmd) {
+    case 'up':
+      await up(config);
+      return -1; // keeps running until a signal
+    case 'replay':
+      return replay(config, rest);
+    case undefined:
+    case 'help':
+    case '--help':
+    case '-h':
+      process.stdout.write(USAGE + '\n');
+      return 0;
+    default:
+      process.stderr.write(`unknown command: ${cmd}\n\n${USAGE}\n`);
+      return 2;
+  }
+}
+
+main(process.argv.slice(2)).then(
+  (code) => {
+    if (code >= 0) process.exit(code);
+  },
+  (err) => {
+    process.stderr.write(`memstream: ${errorMessage(err)}\n`);
+    process.exit(1);
+  },
+);

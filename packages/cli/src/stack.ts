@@ -1,0 +1,86 @@
+import { spawn, type ChildProcess } from 'node:child_process';
+import { fileURLToPath } from 'node:url';
+import path from 'node:path';
+
+/** The repository root (this file is packages/cli/src/stack.ts). */
+export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
+
+export const SERVICES = ['projection', 'extractor', 'chunker', 'embedder', 'indexer', 'gateway'] as const;
+export type ServiceName = (typeof SERVICES)[number];
+
+export interface ServiceProcess {
+  name: ServiceName;
+  child: ChildProcess;
+  /** The gateway's URL once it is ready. */
+  url?: string;
+}
+
+export interface SpawnOptions {
+  env: Record<string, string>;
+  /** What to do with each log line (JSON from pino). Default: drop. */
+  onLog?: (service: ServiceName, line: string) => void;
+  readyTimeoutMs?: number;
+}
+
+/**
+ * Start one service as its own process (node + tsx, no build step) and resolve when it logs
+ * `ready`. Rejects with its last output if it exits or stays silent too long.
+ */
+export function spawnService(name: ServiceName, opts: SpawnOptions): Promise<ServiceProcess> {
+  const entry = path.join(REPO_ROOT, 'services', name, 'src', 'main.ts');
+  const child = spawn(process.execPath, ['--import', 'tsx', entry], {
+    cwd: REPO_ROOT,
+    env: { ...process.env, ...opts.env },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  return new Promise((resolve, reject) => {
+    let tail = '';
+    let ready = false;
+    const timer = setTimeout(() => {
+      if (!ready) {
+        child.kill('SIGKILL');
+        reject(new Error(`${name} was not ready within ${opts.readyTimeoutMs ?? 30_000} ms:\n${tail}`));
+      }
+    }, opts.readyTimeoutMs ?? 30_000);
+    const onData = (d: Buffer) => {
+      const s = d.toString('utf8');
+      if (!ready) tail = (tail + s).slice(-4000);
+      for (const line of s.split('\n')) {
+        if (!line) continue;
+        opts.onLog?.(name, line);
+        if (!ready && line.includes('"msg":"ready"')) {
+          ready = true;
+          clearTimeout(timer);
+          let url: string | undefined;
+          try {
+            url = (JSON.parse(line) as { url?: string }).url;
+          } catch {
+            // a pretty-printed line: the gateway URL is then known from the config
+          }
+          resolve({ name, child, ...(url ? { url } : {}) });
+        }
+      }
+    };
+    child.stdout!.on('data', onData);
+    child.stderr!.on('data', onData);
+    child.once('exit', (code, signal) => {
+      if (!ready) {
+        clearTimeout(timer);
+        reject(new Error(`${name} exited (${code ?? signal}) before it was ready:\n${tail}`));
+      }
+    });
+  });
+}
+
+/** Stop a service process: SIGTERM (graceful) or SIGKILL (crash), waiting until it has exited. */
+export function stopProcess(child: ChildProcess, signal: NodeJS.Signals = 'SIGTERM', timeoutMs = 25_000): Promise<void> {
+  return new Promise((resolve) => {
+    if (child.exitCode !== null || child.signalCode !== null) return resolve();
+    const t = setTimeout(() => child.kill('SIGKILL'), timeoutMs);
+    child.once('exit', () => {
+      clearTimeout(t);
+      resolve();
+    });
+    child.kill(signal);
+  });
+}

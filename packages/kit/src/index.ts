@@ -1,0 +1,5 @@
+export * from './logger.js';
+export * from './errors.js';
+export * from './env.js';
+export * from './lifecycle.js';
+export * from './ids.js';

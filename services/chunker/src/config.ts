@@ -1,0 +1,12 @@
+import { z } from 'zod';
+import { commonEnv, intFromEnv, parseEnv } from '@memstream/kit';
+
+/** The chunker's whole environment, parsed once. */
+export const Config = z.object({
+  ...commonEnv,
+  CHUNKER_CONCURRENCY: intFromEnv(4),
+  /** Target chunk size in tokens (o200k_base). */
+  CHUNK_MAX_TOKENS: z.coerce.number().int().min(32).max(8192).default(512),
+});
+export type Config = z.infer<typeof Config>;
+export const loadConfig = (): Config => parseEnv(Config);

@@ -1,0 +1,707 @@
+import { createHash } from 'node:crypto';
+import type { Chunk } from '@memstream/contracts';
+import o200k_base from 'js-tiktoken/ranks/o200k_base';
+
+/**
+ * Structure-aware chunking with real o200k_base token counts.
+ *
+ * 1. Blocks. The text is cut into blocks by its structure: markdown sections (a heading starts
+ *    one; the heading path "# A > ## B" is the first line of every chunk of the section, so a
+ *    chunk read alone still says where it came from), fenced code blocks, paragraphs and list
+ *    items; conversation turns (a line starting with a speaker label and its continuation lines);
+ *    plain paragraphs (blank-line separated). A chunk never spans two markdown sections.
+ * 2. Elements. A block that fits in a chunk is atomic. A bigger one is cut into sentences (code
+ *    into lines), and a sentence still too big into token windows.
+ * 3. Cuts. Inside a section, a cut goes after element i when the hash of i's opening (its first
+ *    64 UTF-16 units) is the smallest among all elements ending within `minTokens` tokens on
+ *    either side (a local minimum, as in content-defined chunking). A run between two cuts that
+ *    still exceeds `maxTokens` is packed greedily from its start.
+ *
+ * Why local minima rather than packing the whole text greedily or with a sliding window: the
+ * embedding cache is keyed by chunk hash, so an edit should re-embed only the chunks around it.
+ * Whether a cut exists depends only on the elements within `minTokens` of it, never on where the
+ * previous chunk ended, so an edit's effect cannot travel down the document: an edited
+ * paragraph changes the chunk holding it and, when it moves a nearby cut, a neighbour; chunks
+ * further away keep their exact text and hash. (Inside a run longer than `maxTokens` the greedy
+ * packing can also move the run's later cuts, never past the run's end.) Greedy packing of the
+ * whole text, by contrast, can shift every later boundary after one edit. The hash covers only
+ * an element's opening so that the common edit (words changed inside a paragraph, a sentence
+ * appended) leaves every cut priority as it was; then only the paragraph's change in size can
+ * move a cut. Editing a paragraph's first words re-draws its priority and, rarely, moves two
+ * nearby cuts (three chunks). For the same reason chunks do not overlap: an overlap would copy
+ * text across a boundary and drag the neighbour into every edit.
+ *
+ * Consequences of the cut rule: cuts are at least `minTokens` apart, so a chunk is at least that
+ * long except at the ends of a section and after a greedy split; the gap between cuts averages
+ * about twice `minTokens` (about 230 tokens with the defaults, on prose).
+ */
+
+/** The tokenizer whose counts `Chunk.tokens` reports (for `ChunkedData.tokenizer`). */
+export const TOKENIZER = 'o200k_base';
+
+/** The default upper bound of a chunk, heading prefix included. */
+export const DEFAULT_MAX_TOKENS = 512;
+
+/** The document shapes the chunker understands (ExtractedData.format). */
+export type TextFormat = 'plain' | 'markdown' | 'conversation';
+
+/** Size bounds; `minTokens` defaults to a quarter of `maxTokens` (see the module comment). */
+export interface ChunkOptions {
+  maxTokens?: number;
+  minTokens?: number;
+}
+
+/** Splits a document into chunks of at most `maxTokens` o200k_base tokens; empty text gives []. */
+export function chunkText(text: string, format: TextFormat, opts: ChunkOptions = {}): Chunk[] {
+  const maxTokens = opts.maxTokens ?? DEFAULT_MAX_TOKENS;
+  const minTokens = opts.minTokens ?? Math.floor(maxTokens / 4);
+  if (!Number.isInteger(maxTokens) || maxTokens < MIN_MAX_TOKENS) {
+    throw new RangeError(`chunkText: maxTokens must be an integer >= ${MIN_MAX_TOKENS}, got ${maxTokens}`);
+  }
+  if (!Number.isInteger(minTokens) || minTokens < 0 || minTokens > maxTokens) {
+    throw new RangeError(`chunkText: minTokens must be an integer in 0..maxTokens, got ${minTokens}`);
+  }
+  const src = clean(text);
+  if (src.trim() === '') return [];
+
+  const sections =
+    format === 'markdown' ? markdownSections(src) : format === 'conversation' ? conversationSections(src) : plainSections(src);
+  let packed = packSections(src, sections, maxTokens, minTokens);
+  // A markdown text of headings only has no section bodies; its words must still be searchable.
+  if (packed.length === 0) packed = packSections(src, plainSections(src), maxTokens, minTokens);
+
+  return packed.map((c, index) => ({
+    index,
+    hash: createHash('sha256').update(c.text, 'utf8').digest('hex'),
+    text: c.text,
+    tokens: c.tokens,
+  }));
+}
+
+/** The number of o200k_base tokens of a text (special-token strings count as plain text). */
+export function countTokens(text: string): number {
+  return encode(text).length;
+}
+
+/** Below this a heading prefix and one sentence window no longer fit sensibly. */
+const MIN_MAX_TOKENS = 16;
+
+// ---------------------------------------------------------------------------------------------
+// Tokenizer. An exact re-implementation of tiktoken's byte-pair encoding over the o200k_base
+// ranks and pre-tokenizer pattern shipped in js-tiktoken (no network). js-tiktoken's own
+// encoder is not used at run time because its merge loop rescans and re-joins the whole piece
+// after every merge: quadratic per pre-token, so a long emoji run or an unpunctuated CJK
+// paragraph (one pre-token) takes seconds to minutes. This one keeps candidate pairs in a heap
+// (n log n) and caches short pieces. The unit test checks it token-for-token against js-tiktoken.
+
+interface Codec {
+  /** Byte string (one char per byte, as atob returns) → rank. */
+  ranks: Map<string, number>;
+  /** Rank → byte string. */
+  bytesOf: string[];
+  pattern: RegExp;
+  /** Short pieces (words, mostly) → token ids; cleared when full to bound memory. */
+  cache: Map<string, number[]>;
+}
+
+const PIECE_CACHE_LIMIT = 100_000;
+const PIECE_CACHE_MAX_LENGTH = 32;
+
+let codec: Codec | undefined;
+
+/** Built on first use and kept: parsing the 200k ranks takes a few hundred milliseconds. */
+function getCodec(): Codec {
+  if (codec !== undefined) return codec;
+  const ranks = new Map<string, number>();
+  const bytesOf: string[] = [];
+  // Format: one or more lines "<name> <first rank> <base64 token> <base64 token> ...".
+  for (const line of o200k_base.bpe_ranks.split('\n')) {
+    if (line === '') continue;
+    const fields = line.split(' ');
+    let rank = Number.parseInt(fields[1] ?? '', 10);
+    for (let i = 2; i < fields.length; i++) {
+      const bytes = atob(fields[i] as string);
+      ranks.set(bytes, rank);
+      bytesOf[rank] = bytes;
+      rank++;
+    }
+  }
+  codec = { ranks, bytesOf, pattern: new RegExp(o200k_base.pat_str, 'gu'), cache: new Map() };
+  return codec;
+}
+
+const ASCII_ONLY = /^[\x00-\x7f]*$/;
+
+/** Token ids of a text, as js-tiktoken's `encode(text, [], [])` gives them. */
+function encode(text: string): number[] {
+  const c = getCodec();
+  const out: number[] = [];
+  const pattern = c.pattern;
+  pattern.lastIndex = 0;
+  for (let m = pattern.exec(text); m !== null; m = pattern.exec(text)) {
+    const piece = m[0];
+    let ids = c.cache.get(piece);
+    if (ids === undefined) {
+      ids = encodePiece(c, piece);
+      if (piece.length <= PIECE_CACHE_MAX_LENGTH) {
+        if (c.cache.size >= PIECE_CACHE_LIMIT) c.cache.clear();
+        c.cache.set(piece, ids);
+      }
+    }
+    for (const id of ids) out.push(id);
+  }
+  return out;
+}
+
+function encodePiece(c: Codec, piece: string): number[] {
+  // For ASCII the UTF-16 string already is the byte string.
+  const bytes = ASCII_ONLY.test(piece) ? piece : Buffer.from(piece, 'utf8').toString('latin1');
+  const whole = c.ranks.get(bytes);
+  if (whole !== undefined) return [whole];
+  return bytePairEncode(bytes, c.ranks);
+}
+
+/**
+ * Byte-pair merging with tiktoken's rule: repeatedly merge the adjacent pair of lowest rank,
+ * the leftmost on ties. Pairs wait in a min-heap keyed by (rank, start); a per-part version
+ * number discards entries made stale by a neighbouring merge.
+ */
+function bytePairEncode(bytes: string, ranks: Map<string, number>): number[] {
+  const n = bytes.length;
+  const end = new Int32Array(n);
+  const prev = new Int32Array(n);
+  const version = new Int32Array(n);
+  for (let i = 0; i < n; i++) {
+    end[i] = i + 1;
+    prev[i] = i - 1;
+  }
+  const stride = n + 1;
+  const heap = new PairHeap();
+  const pushPair = (i: number): void => {
+    const j = end[i] as number;
+    if (j >= n) return;
+    const rank = ranks.get(bytes.slice(i, end[j] as number));
+    if (rank !== undefined) heap.push(rank * stride + i, version[i] as number);
+  };
+  for (let i = 0; i < n - 1; i++) pushPair(i);
+
+  while (heap.pop()) {
+    const i = heap.key % stride;
+    if (version[i] !== heap.tag) continue;
+    const j = end[i] as number;
+    end[i] = end[j] as number;
+    version[i] = (version[i] as number) + 1;
+    version[j] = (version[j] as number) + 1;
+    const after = end[i] as number;
+    if (after < n) prev[after] = i;
+    pushPair(i);
+    const before = prev[i] as number;
+    if (before >= 0) {
+      version[before] = (version[before] as number) + 1;
+      pushPair(before);
+    }
+  }
+
+  const ids: number[] = [];
+  for (let i = 0; i < n; i = end[i] as number) {
+    const id = ranks.get(bytes.slice(i, end[i] as number));
+    if (id !== undefined) ids.push(id);
+  }
+  return ids;
+}
+
+/** A binary min-heap of (key, tag) pairs; `pop` leaves the minimum in `key` and `tag`. */
+class PairHeap {
+  private readonly keys: number[] = [];
+  private readonly tags: number[] = [];
+  key = 0;
+  tag = 0;
+
+  push(key: number, tag: number): void {
+    const keys = this.keys;
+    const tags = this.tags;
+    let i = keys.length;
+    keys.push(key);
+    tags.push(tag);
+    while (i > 0) {
+      const parent = (i - 1) >> 1;
+      const pk = keys[parent] as number;
+      if (pk <= key) break;
+      keys[i] = pk;
+      tags[i] = tags[parent] as number;
+      i = parent;
+    }
+    keys[i] = key;
+    tags[i] = tag;
+  }
+
+  pop(): boolean {
+    const keys = this.keys;
+    const tags = this.tags;
+    if (keys.length === 0) return false;
+    this.key = keys[0] as number;
+    this.tag = tags[0] as number;
+    const lastKey = keys.pop() as number;
+    const lastTag = tags.pop() as number;
+    const size = keys.length;
+    if (size === 0) return true;
+    let i = 0;
+    for (;;) {
+      const left = 2 * i + 1;
+      if (left >= size) break;
+      const right = left + 1;
+      const child = right < size && (keys[right] as number) < (keys[left] as number) ? right : left;
+      if ((keys[child] as number) >= lastKey) break;
+      keys[i] = keys[child] as number;
+      tags[i] = tags[child] as number;
+      i = child;
+    }
+    keys[i] = lastKey;
+    tags[i] = lastTag;
+    return true;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------
+// Blocks.
+
+interface Range {
+  start: number;
+  end: number;
+}
+
+interface Block extends Range {
+  /** Code is split by lines, prose by sentences, when it does not fit in one chunk. */
+  kind: 'text' | 'code';
+}
+
+interface Section {
+  /** The markdown heading path, '' outside markdown or before the first heading. */
+  prefix: string;
+  blocks: Block[];
+}
+
+interface Line extends Range {
+  text: string;
+}
+
+const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[\uDC00-\uDFFF]/g;
+
+/** One line-ending convention, and no lone surrogates (UTF-8 cannot carry them; they would
+ *  count as U+FFFD and make token windows disagree with the text). */
+function clean(text: string): string {
+  return text.replace(/\r\n?/g, '\n').replace(LONE_SURROGATE, '\uFFFD');
+}
+
+function splitLines(src: string): Line[] {
+  const lines: Line[] = [];
+  let start = 0;
+  while (start <= src.length) {
+    let end = src.indexOf('\n', start);
+    if (end === -1) end = src.length;
+    lines.push({ start, end, text: src.slice(start, end) });
+    start = end + 1;
+  }
+  return lines;
+}
+
+const BLANK = /^[ \t]*$/;
+
+/** JS `trim` semantics, on a range of the source instead of a copy. */
+function trimRange(src: string, start: number, end: number): Range {
+  while (start < end && isSpace(src.charCodeAt(start))) start++;
+  while (end > start && isSpace(src.charCodeAt(end - 1))) end--;
+  return { start, end };
+}
+
+function isSpace(c: number): boolean {
+  return (
+    (c >= 0x09 && c <= 0x0d) ||
+    c === 0x20 ||
+    c === 0xa0 ||
+    c === 0x1680 ||
+    (c >= 0x2000 && c <= 0x200a) ||
+    c === 0x2028 ||
+    c === 0x2029 ||
+    c === 0x202f ||
+    c === 0x205f ||
+    c === 0x3000 ||
+    c === 0xfeff
+  );
+}
+
+function pushBlock(blocks: Block[], src: string, start: number, end: number, kind: Block['kind']): void {
+  const r = trimRange(src, start, end);
+  if (r.end > r.start) blocks.push({ start: r.start, end: r.end, kind });
+}
+
+/** Plain text: paragraphs separated by blank lines. */
+function plainSections(src: string): Section[] {
+  const blocks: Block[] = [];
+  let open: Range | null = null;
+  for (const line of splitLines(src)) {
+    if (BLANK.test(line.text)) {
+      if (open) pushBlock(blocks, src, open.start, open.end, 'text');
+      open = null;
+    } else if (open) open.end = line.end;
+    else open = { start: line.start, end: line.end };
+  }
+  if (open) pushBlock(blocks, src, open.start, open.end, 'text');
+  return [{ prefix: '', blocks }];
+}
+
+const FENCE_OPEN = /^ {0,3}(?:(`{3,})[^`]*|(~{3,}).*)$/;
+const FENCE_CLOSE = /^ {0,3}(`{3,}|~{3,})[ \t]*$/;
+const ATX_HEADING = /^ {0,3}(#{1,6})(?:[ \t]+(.*))?$/;
+const SETEXT_UNDERLINE = /^ {0,3}(=+|-+)[ \t]*$/;
+const LIST_ITEM = /^[ \t]*(?:[-*+]|\d{1,9}[.)])[ \t]+\S/;
+
+/** Markdown: sections by heading; inside them fenced code, list items and paragraphs. */
+function markdownSections(src: string): Section[] {
+  const sections: Section[] = [];
+  const path: { level: number; title: string }[] = [];
+  let current: Section = { prefix: '', blocks: [] };
+  sections.push(current);
+  let open: (Range & { kind: 'para' | 'item' }) | null = null;
+  let fence: { marker: string; start: number } | null = null;
+
+  const closeOpen = (): void => {
+    if (open) pushBlock(current.blocks, src, open.start, open.end, 'text');
+    open = null;
+  };
+  const startSection = (level: number, rawTitle: string): void => {
+    const title = rawTitle.replace(/[ \t]+#+[ \t]*$/, '').replace(/^#+$/, '').replace(/\s+/g, ' ').trim();
+    while (path.length > 0 && (path[path.length - 1] as { level: number }).level >= level) path.pop();
+    path.push({ level, title });
+    const prefix = path
+      .filter((h) => h.title !== '')
+      .map((h) => `${'#'.repeat(h.level)} ${h.title}`)
+      .join(' > ');
+    current = { prefix, blocks: [] };
+    sections.push(current);
+  };
+
+  for (const line of splitLines(src)) {
+    const text = line.text;
+    if (fence) {
+      const close = FENCE_CLOSE.exec(text);
+      const marker = close?.[1];
+      if (marker !== undefined && marker[0] === fence.marker[0] && marker.length >= fence.marker.length) {
+        pushBlock(current.blocks, src, fence.start, line.end, 'code');
+        fence = null;
+      }
+      continue;
+    }
+    if (BLANK.test(text)) {
+      closeOpen();
+      continue;
+    }
+    const fenceOpen = FENCE_OPEN.exec(text);
+    if (fenceOpen) {
+      closeOpen();
+      fence = { marker: fenceOpen[1] ?? fenceOpen[2] ?? '```', start: line.start };
+      continue;
+    }
+    const atx = ATX_HEADING.exec(text);
+    if (atx) {
+      closeOpen();
+      startSection((atx[1] as string).length, atx[2] ?? '');
+      continue;
+    }
+    const setext = SETEXT_UNDERLINE.exec(text);
+    const para: (Range & { kind: 'para' | 'item' }) | null = open;
+    if (setext && para !== null && para.kind === 'para') {
+      // The paragraph above the underline is the heading text (CommonMark setext heading).
+      open = null;
+      startSection((setext[1] as string)[0] === '=' ? 1 : 2, src.slice(para.start, para.end));
+      continue;
+    }
+    if (LIST_ITEM.test(text)) {
+      closeOpen();
+      open = { start: line.start, end: line.end, kind: 'item' };
+      continue;
+    }
+    if (para !== null) para.end = line.end;
+    else open = { start: line.start, end: line.end, kind: 'para' };
+  }
+  // An unclosed fence runs to the end of the document, as in CommonMark.
+  if (fence) pushBlock(current.blocks, src, fence.start, src.length, 'code');
+  closeOpen();
+  return sections;
+}
+
+/**
+ * A speaker label: up to three words and 40 characters before a colon and a space, optionally
+ * after a "[time]" stamp, a quote marker or bold markup ("User: …", "**Dr. Lee:** …",
+ * "[10:02] alice: …"). A false positive only adds a block boundary, which costs nothing.
+ */
+const SPEAKER_LABEL =
+  /^[ \t]*(?:>[ \t]*)?(?:\[[^\]\n]{1,40}\][ \t]*)?(?:\*\*|__)?(?=[^:\n]{1,40}:)[\p{L}\p{N}][\p{L}\p{N}_.'()@#-]*(?: [\p{L}\p{N}_.'()@#-]+){0,2}(?:\*\*|__)?:(?:\*\*|__)?(?:[ \t]|$)/u;
+
+/** Conversation: each turn (a speaker line and its continuation lines) is one block. */
+function conversationSections(src: string): Section[] {
+  const blocks: Block[] = [];
+  let turnStart = 0;
+  for (const line of splitLines(src)) {
+    if (line.start > turnStart && SPEAKER_LABEL.test(line.text)) {
+      pushBlock(blocks, src, turnStart, line.start, 'text');
+      turnStart = line.start;
+    }
+  }
+  pushBlock(blocks, src, turnStart, src.length, 'text');
+  return [{ prefix: '', blocks }];
+}
+
+// ---------------------------------------------------------------------------------------------
+// Elements: blocks, or the sentences / lines / token windows of a block too big for a chunk.
+
+interface Element extends Range {
+  tokens: number;
+}
+
+let sentenceSegmenter: Intl.Segmenter | null | undefined;
+
+/** A fixed locale: the default locale differs between machines, and chunking must not. */
+function getSentenceSegmenter(): Intl.Segmenter | null {
+  if (sentenceSegmenter === undefined) {
+    sentenceSegmenter = typeof Intl.Segmenter === 'function' ? new Intl.Segmenter('en', { granularity: 'sentence' }) : null;
+  }
+  return sentenceSegmenter;
+}
+
+const SENTENCE_FALLBACK = /[^.!?。！？\n]*(?:[.!?。！？]+["'”’)\]]*|\n|$)/g;
+
+function sentenceRanges(src: string, start: number, end: number): Range[] {
+  const text = src.slice(start, end);
+  const out: Range[] = [];
+  const segmenter = getSentenceSegmenter();
+  if (segmenter) {
+    for (const s of segmenter.segment(text)) out.push({ start: start + s.index, end: start + s.index + s.segment.length });
+  } else {
+    SENTENCE_FALLBACK.lastIndex = 0;
+    for (let m = SENTENCE_FALLBACK.exec(text); m !== null && m[0] !== ''; m = SENTENCE_FALLBACK.exec(text)) {
+      out.push({ start: start + m.index, end: start + m.index + m[0].length });
+    }
+  }
+  return out;
+}
+
+function lineRanges(src: string, start: number, end: number): Range[] {
+  const out: Range[] = [];
+  let s = start;
+  while (s < end) {
+    let e = src.indexOf('\n', s);
+    if (e === -1 || e > end) e = end;
+    out.push({ start: s, end: e });
+    s = e + 1;
+  }
+  return out;
+}
+
+function toElements(src: string, block: Block, budget: number, out: Element[]): void {
+  const tokens = countTokens(src.slice(block.start, block.end));
+  if (tokens <= budget) {
+    out.push({ start: block.start, end: block.end, tokens });
+    return;
+  }
+  const parts = block.kind === 'code' ? lineRanges(src, block.start, block.end) : sentenceRanges(src, block.start, block.end);
+  for (const part of parts) {
+    const r = trimRange(src, part.start, part.end);
+    if (r.end <= r.start) continue;
+    const t = countTokens(src.slice(r.start, r.end));
+    if (t <= budget) out.push({ start: r.start, end: r.end, tokens: t });
+    else for (const w of tokenWindows(src, r.start, r.end, budget)) out.push(w);
+  }
+}
+
+/**
+ * Cuts `src[start, end)` into pieces of at most `budget` tokens along token boundaries, moving a
+ * boundary back (or, for a lone partial token, forward) so no UTF-8 character is cut in two:
+ * a 4-byte emoji or a CJK character can span two tokens.
+ */
+function tokenWindows(src: string, start: number, end: number, budget: number): Element[] {
+  const c = getCodec();
+  const text = src.slice(start, end);
+  const utf8 = Buffer.from(text, 'utf8');
+  const ids = encode(text);
+  const byteEnd: number[] = [0];
+  for (const id of ids) byteEnd.push((byteEnd[byteEnd.length - 1] as number) + (c.bytesOf[id] as string).length);
+  const onCharBoundary = (k: number): boolean => k === ids.length || ((utf8[byteEnd[k] as number] as number) & 0xc0) !== 0x80;
+
+  const out: Element[] = [];
+  let a = 0;
+  let offset = start;
+  while (a < ids.length) {
+    let limit = budget;
+    let previous = Number.POSITIVE_INFINITY;
+    for (;;) {
+      let b = Math.min(a + Math.max(1, limit), ids.length);
+      while (b > a + 1 && !onCharBoundary(b)) b--;
+      while (!onCharBoundary(b)) b++;
+      const piece = utf8.toString('utf8', byteEnd[a] as number, byteEnd[b] as number);
+      const r = trimRange(src, offset, offset + piece.length);
+      const tokens = r.end > r.start ? countTokens(src.slice(r.start, r.end)) : 0;
+      // Re-encoding a window on its own can differ from its share of the whole by a token or
+      // two at the edges; shrink until the piece itself fits, unless shrinking would cut a
+      // character (then the window is already as small as it can be).
+      if (tokens > budget && b < previous && b - a > 1) {
+        previous = b;
+        limit = b - a - (tokens - budget);
+        continue;
+      }
+      if (tokens > 0) out.push({ start: r.start, end: r.end, tokens });
+      offset += piece.length;
+      a = b;
+      break;
+    }
+  }
+  return out;
+}
+
+// ---------------------------------------------------------------------------------------------
+// Packing.
+
+interface Packed {
+  text: string;
+  tokens: number;
+}
+
+function packSections(src: string, sections: Section[], maxTokens: number, minTokens: number): Packed[] {
+  const out: Packed[] = [];
+  for (const section of sections) {
+    if (section.blocks.length > 0) packSection(src, section, maxTokens, minTokens, out);
+  }
+  return out;
+}
+
+/** The separator between a heading prefix and the chunk body. */
+const PREFIX_SEPARATOR = '\n\n';
+
+/** How much of an element's opening decides its cut priority (see the module comment). */
+const PRIORITY_SPAN = 64;
+
+function packSection(src: string, section: Section, maxTokens: number, minTokens: number, out: Packed[]): void {
+  const prefix = fitPrefix(section.prefix, Math.floor(maxTokens / 4));
+  const budget = prefix === '' ? maxTokens : maxTokens - countTokens(prefix) - countTokens(PREFIX_SEPARATOR);
+
+  const elements: Element[] = [];
+  for (const block of section.blocks) toElements(src, block, budget, elements);
+  if (elements.length === 0) return;
+
+  // Token position of each element's end, whitespace between elements included.
+  const gaps: number[] = [0];
+  const ends: number[] = [];
+  let position = 0;
+  for (let i = 0; i < elements.length; i++) {
+    const el = elements[i] as Element;
+    if (i > 0) {
+      const gap = countTokens(src.slice((elements[i - 1] as Element).end, el.start));
+      gaps.push(gap);
+      position += gap;
+    }
+    position += el.tokens;
+    ends.push(position);
+  }
+  const hashes = elements.map((el) => fnv1a(src, el.start, Math.min(el.end, el.start + PRIORITY_SPAN)));
+
+  // A cut after element i when (hash, index) of i is the smallest among the elements ending
+  // within minTokens of it: decided by local content only (see the module comment). The index
+  // breaks ties between elements that open identically.
+  const lastBoundary = elements.length - 2;
+  const isCut = (i: number): boolean => {
+    const h = hashes[i] as number;
+    const p = ends[i] as number;
+    for (let j = i - 1; j >= 0 && p - (ends[j] as number) < minTokens; j--) {
+      if ((hashes[j] as number) <= h) return false;
+    }
+    for (let j = i + 1; j <= lastBoundary && (ends[j] as number) - p < minTokens; j++) {
+      if ((hashes[j] as number) < h) return false;
+    }
+    return true;
+  };
+
+  let runStart = 0;
+  for (let i = 0; i < elements.length; i++) {
+    if (i === elements.length - 1 || isCut(i)) {
+      packRun(src, prefix, elements, gaps, runStart, i, budget, maxTokens, out);
+      runStart = i + 1;
+    }
+  }
+}
+
+/** Elements first..last between two cuts: one chunk if they fit, else greedy from the start. */
+function packRun(
+  src: string,
+  prefix: string,
+  elements: Element[],
+  gaps: number[],
+  first: number,
+  last: number,
+  budget: number,
+  maxTokens: number,
+  out: Packed[],
+): void {
+  let start = first;
+  let size = (elements[first] as Element).tokens;
+  for (let i = first + 1; i <= last; i++) {
+    const add = (gaps[i] as number) + (elements[i] as Element).tokens;
+    if (size + add > budget) {
+      emit(src, prefix, elements.slice(start, i), budget, maxTokens, out);
+      start = i;
+      size = (elements[i] as Element).tokens;
+    } else size += add;
+  }
+  emit(src, prefix, elements.slice(start, last + 1), budget, maxTokens, out);
+}
+
+/**
+ * Emits one chunk after counting its real text: sums of parts are an estimate, because tokens
+ * can merge across a join. In the rare case the whole is over the limit, the group is halved
+ * (or its single element split finer) until every piece fits.
+ */
+function emit(src: string, prefix: string, group: Element[], budget: number, maxTokens: number, out: Packed[]): void {
+  const firstEl = group[0] as Element;
+  const lastEl = group[group.length - 1] as Element;
+  const body = src.slice(firstEl.start, lastEl.end);
+  const text = prefix === '' ? body : prefix + PREFIX_SEPARATOR + body;
+  const tokens = countTokens(text);
+  if (tokens <= maxTokens) {
+    out.push({ text, tokens });
+    return;
+  }
+  if (group.length > 1) {
+    const mid = Math.ceil(group.length / 2);
+    emit(src, prefix, group.slice(0, mid), budget, maxTokens, out);
+    emit(src, prefix, group.slice(mid), budget, maxTokens, out);
+    return;
+  }
+  const finer = Math.min(budget, firstEl.tokens) - (tokens - maxTokens);
+  if (finer < 1) {
+    // Unreachable while the prefix is capped at a quarter of maxTokens; dropping the prefix
+    // keeps the size bound if it ever happens.
+    const bare = countTokens(body);
+    out.push({ text: body, tokens: bare });
+    return;
+  }
+  for (const piece of tokenWindows(src, firstEl.start, firstEl.end, finer)) emit(src, prefix, [piece], budget, maxTokens, out);
+}
+
+/** The heading path, shortened to its deepest heading, then cut, if it exceeds `cap` tokens. */
+function fitPrefix(prefix: string, cap: number): string {
+  if (prefix === '' || countTokens(prefix) <= cap) return prefix;
+  const at = prefix.lastIndexOf(' > ');
+  const deepest = at === -1 ? prefix : prefix.slice(at + 3);
+  if (countTokens(deepest) <= cap) return deepest;
+  const first = tokenWindows(deepest, 0, deepest.length, cap)[0];
+  return first === undefined ? '' : deepest.slice(first.start, first.end);
+}
+
+/** 32-bit FNV-1a over the UTF-16 code units of `s[start, end)`: an element's cut priority. */
+function fnv1a(s: string, start: number, end: number): number {
+  let h = 0x811c9dc5;
+  for (let i = start; i < end; i++) {
+    h ^= s.charCodeAt(i);
+    h = Math.imul(h, 0x01000193);
+  }
+  return h >>> 0;
+}

@@ -1,0 +1,18 @@
+import { startWorker } from '@memstream/bus';
+import { createLogger } from '@memstream/kit';
+import { loadConfig } from './config.js';
+import { createChunkHandler } from './handlers/index.js';
+
+const config = loadConfig();
+const log = createLogger('chunker', { level: config.LOG_LEVEL });
+
+await startWorker({
+  consumer: 'chunker',
+  stage: 'chunking',
+  skipStale: true,
+  natsUrl: config.NATS_URL,
+  ackWaitMs: config.MEMSTREAM_ACK_WAIT_MS,
+  concurrency: config.CHUNKER_CONCURRENCY,
+  log,
+  setup: async () => ({ handle: createChunkHandler({ maxTokens: config.CHUNK_MAX_TOKENS }) }),
+});

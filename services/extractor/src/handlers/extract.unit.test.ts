@@ -1,0 +1,56 @@
+import { describe, expect, it } from 'vitest';
+import { follow, recordingContext, submittedEvent } from '@memstream/bus';
+import { PermanentError } from '@memstream/kit';
+import { createExtractHandler, extractText, titleOf } from './index.js';
+
+const noBlobs = { get: async () => null };
+
+describe('extractor handler', () => {
+  it('given a text submission, emits stage-started(extracting) then extracted with title and format', async () => {
+    const ctx = recordingContext();
+    const sub = submittedEvent('# Release notes\n\nThe indexer now removes stale chunks.\n\n- faster\n- safer');
+    const out = (await createExtractHandler({ blobs: noBlobs })(sub, ctx)) ?? [];
+    expect(ctx.emitted.map((e) => e.type)).toEqual(['document.stage-started.v1']);
+    expect(ctx.emitted[0]).toMatchObject({ documentId: sub.documentId, revision: 1, causationId: sub.id, data: { stage: 'extracting' } });
+    expect(out).toHaveLength(1);
+    expect(out[0]).toMatchObject({ type: 'document.extracted.v1', data: { title: 'Release notes', type: 'text', format: 'markdown' } });
+  });
+
+  it('derives the same event ids when the same message is delivered again', async () => {
+    const sub = submittedEvent('plain words');
+    const a = await createExtractHandler({ blobs: noBlobs })(sub, recordingContext());
+    const b = await createExtractHandler({ blobs: noBlobs })(sub, recordingContext());
+    expect(a?.[0]?.id).toBe(b?.[0]?.id);
+    expect(a?.[0]?.id).toBe(follow(sub, 'document.extracted.v1', { title: null, type: 'text', text: '', url: null, format: 'plain' }).id);
+  });
+
+  it('fails permanently with "no extractable text" on whitespace', async () => {
+    await expect(createExtractHandler({ blobs: noBlobs })(submittedEvent('  \n\t '), recordingContext())).rejects.toThrow(PermanentError);
+    await expect(createExtractHandler({ blobs: noBlobs })(submittedEvent('  \n\t '), recordingContext())).rejects.toThrow('no extractable text');
+  });
+
+  it('refuses a binary upload with a reason', async () => {
+    const sub = submittedEvent('', { data: { input: { kind: 'blob', key: 'k', filename: 'x.bin', mimeType: 'application/octet-stream', size: 3, sha256: 'x' } } });
+    const blobs = { get: async () => new Uint8Array([0xff, 0xfe, 0x00, 0xc3]) };
+    await expect(createExtractHandler({ blobs })(sub, recordingContext())).rejects.toThrow(/unsupported file type/);
+  });
+
+  it('ignores events it does not own', async () => {
+    const sub = submittedEvent('x');
+    const other = follow(sub, 'document.stage-started.v1', { stage: 'extracting' });
+    expect(await createExtractHandler({ blobs: noBlobs })(other, recordingContext())).toEqual([]);
+  });
+});
+
+describe('extractText', () => {
+  it('normalises line ends and keeps plain text plain', () => {
+    expect(extractText('one\r\ntwo\rthree')).toEqual({ title: 'one', type: 'text', text: 'one\ntwo\nthree', format: 'plain' });
+  });
+  it('titles come from the first heading, cut at a word', () => {
+    expect(titleOf('intro line\n## The heading')).toBe('The heading');
+    const long = 'word '.repeat(40);
+    const t = titleOf(long)!;
+    expect(t.length).toBeLessThanOrEqual(81);
+    expect(t.endsWith('…')).toBe(true);
+  });
+});

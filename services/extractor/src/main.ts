@@ -1,0 +1,18 @@
+import { blobStore, startWorker } from '@memstream/bus';
+import { createLogger } from '@memstream/kit';
+import { loadConfig } from './config.js';
+import { createExtractHandler } from './handlers/index.js';
+
+const config = loadConfig();
+const log = createLogger('extractor', { level: config.LOG_LEVEL });
+
+await startWorker({
+  consumer: 'extractor',
+  stage: 'extracting',
+  skipStale: true,
+  natsUrl: config.NATS_URL,
+  ackWaitMs: config.MEMSTREAM_ACK_WAIT_MS,
+  concurrency: config.EXTRACTOR_CONCURRENCY,
+  log,
+  setup: async (bus) => ({ handle: createExtractHandler({ blobs: blobStore(bus) }) }),
+});

@@ -1,0 +1,48 @@
+import type { ErrorRequestHandler, RequestHandler } from 'express';
+import { ZodError } from 'zod';
+import { AppError, type Logger } from '@memstream/kit';
+
+/** A readable one-line account of what is wrong with a request body, naming each field. */
+export function describeZodError(err: ZodError): string {
+  return err.issues
+    .slice(0, 10)
+    .map((i) => {
+      const at = i.path.length ? i.path.join('.') : 'body';
+      return `${at}: ${i.message}`;
+    })
+    .join('; ');
+}
+
+/** The one place errors become HTTP: every error body is { error, details? }. Bad input is never a 5xx. */
+export function errorMiddleware(log: Logger): ErrorRequestHandler {
+  return (err, req, res, _next) => {
+    if (err instanceof ZodError) {
+      res.status(400).json({ error: 'Invalid request', details: describeZodError(err) });
+      return;
+    }
+    if (err instanceof AppError) {
+      res.status(err.httpStatus).json({ error: err.message, ...(err.details ? { details: err.details } : {}) });
+      return;
+    }
+    // body-parser's errors carry a status and a type.
+    const e = err as { status?: number; type?: string; message?: string };
+    if (e.type === 'entity.parse.failed') {
+      res.status(400).json({ error: 'Invalid JSON body', details: e.message ?? 'the body is not valid JSON' });
+      return;
+    }
+    if (e.type === 'entity.too.large') {
+      res.status(413).json({ error: 'Request body too large', details: e.message ?? '' });
+      return;
+    }
+    if (typeof e.status === 'number' && e.status >= 400 && e.status < 500) {
+      res.status(e.status).json({ error: e.message ?? 'Bad request' });
+      return;
+    }
+    log.error({ err, method: req.method, url: req.originalUrl }, 'request failed');
+    res.status(500).json({ error: 'Internal server error', details: 'the failure was logged; retrying may help' });
+  };
+}
+
+export const notFound: RequestHandler = (req, res) => {
+  res.status(404).json({ error: 'Not found', details: `no route ${req.method} ${req.path}` });
+};

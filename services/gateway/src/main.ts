@@ -1,0 +1,47 @@
+import path from 'node:path';
+import { mkdirSync } from 'node:fs';
+import type { Server } from 'node:http';
+import { connectBus, ensureTopology } from '@memstream/bus';
+import { createLogger, errorMessage, onShutdown } from '@memstream/kit';
+import { openDocumentViews } from '@memstream/views';
+import { loadConfig } from './config.js';
+import { createApp } from './app.js';
+import { jetstreamEventLog } from './adapters/event-log.js';
+
+const config = loadConfig();
+const log = createLogger('gateway', { level: config.LOG_LEVEL });
+
+try {
+  mkdirSync(config.MEMSTREAM_DATA_DIR, { recursive: true });
+  const bus = await connectBus({ url: config.NATS_URL, name: 'memstream-gateway', log });
+  await ensureTopology(bus.jsm, { ackWaitMs: config.MEMSTREAM_ACK_WAIT_MS });
+  const views = await openDocumentViews({
+    sqlitePath: path.join(config.MEMSTREAM_DATA_DIR, 'views.sqlite'),
+    ...(config.MONGODB_URL ? { mongodbUrl: config.MONGODB_URL } : {}),
+  });
+  const app = createApp({
+    ports: { views, events: jetstreamEventLog(bus), now: () => new Date() },
+    apiKey: config.MEMSTREAM_API_KEY,
+    log,
+    jsonLimit: config.MEMSTREAM_JSON_LIMIT,
+    ready: async () => {
+      await bus.jsm.getAccountInfo();
+      await views.ping();
+    },
+  });
+  const server: Server = await new Promise((resolve, reject) => {
+    const s = app.listen(config.MEMSTREAM_PORT, config.MEMSTREAM_HOST, () => resolve(s));
+    s.once('error', reject);
+  });
+  const addr = server.address();
+  const port = typeof addr === 'object' && addr ? addr.port : config.MEMSTREAM_PORT;
+  onShutdown(log, [
+    ['stop accepting requests', () => new Promise<void>((r) => server.close(() => r()))],
+    ['drain nats', () => bus.close()],
+    ['close stores', () => views.close()],
+  ]);
+  log.info({ url: `http://${config.MEMSTREAM_HOST}:${port}`, port }, 'ready');
+} catch (err) {
+  log.fatal({ err: errorMessage(err) }, 'failed to start');
+  process.exit(1);
+}

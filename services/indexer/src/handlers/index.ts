@@ -1,0 +1,32 @@
+import { follow, type Handler } from '@memstream/bus';
+import { decodeVector, type Metadata } from '@memstream/contracts';
+import type { ChunkIndex } from '@memstream/chunk-index';
+
+export interface IndexerPorts {
+  index: ChunkIndex;
+  /** The document's current tags and metadata (from the log), which search filters on. */
+  documentScope(documentId: string): Promise<{ containerTags: string[]; metadata: Metadata }>;
+}
+
+/** embedded → indexed: the index holds exactly this revision's chunks; removed chunks leave it. */
+export function createIndexHandler(ports: IndexerPorts): Handler {
+  return async (event, ctx) => {
+    if (event.type !== 'document.embedded.v1') return [];
+    const scope = await ports.documentScope(event.documentId);
+    const d = event.data;
+    const res = await ports.index.replaceDocument({
+      documentId: event.documentId,
+      revision: event.revision,
+      model: d.model,
+      dim: d.dim,
+      containerTags: scope.containerTags,
+      metadata: scope.metadata,
+      chunks: d.chunks.map((c) => ({ index: c.index, hash: c.hash, text: c.text, vector: decodeVector(c.vector) })),
+    });
+    if (res.stale) {
+      ctx.log.info('index holds a newer revision: nothing to do');
+      return [];
+    }
+    return [follow(event, 'document.indexed.v1', { model: d.model, dim: d.dim, chunkCount: d.chunks.length, removed: res.removed })];
+  };
+}

@@ -1,0 +1,58 @@
+import { describe, expect, it } from 'vitest';
+import { follow, submittedEvent } from '@memstream/bus';
+import type { DocumentEvent } from '@memstream/contracts';
+import { evolve, type DocumentView } from '@memstream/views';
+
+function fold(events: DocumentEvent[]): DocumentView | null {
+  return events.reduce<DocumentView | null>((v, e) => evolve(v, e), null);
+}
+
+const sub1 = submittedEvent('hello world', { documentId: 'd1', revision: 1, occurredAt: '2026-01-01T00:00:00.000Z', data: { containerTags: ['t1'], metadata: { k: 'v' } } });
+const at = (iso: string) => () => new Date(iso);
+const started = (stage: 'extracting' | 'chunking' | 'embedding', e = sub1) => follow(e, 'document.stage-started.v1', { stage }, 0, at('2026-01-01T00:00:01.000Z'));
+const extracted = follow(sub1, 'document.extracted.v1', { title: 'hello', type: 'text', text: 'hello world', url: null, format: 'plain' }, 0, at('2026-01-01T00:00:02.000Z'));
+const indexed = (e = sub1) => follow(e, 'document.indexed.v1', { model: 'm', dim: 8, chunkCount: 1, removed: 0 }, 0, at('2026-01-01T00:00:05.000Z'));
+
+describe('projection: evolve', () => {
+  it('walks queued → extracting → chunking → embedding → done', () => {
+    const seen: string[] = [];
+    let v: DocumentView | null = null;
+    for (const e of [sub1, started('extracting'), extracted, started('chunking'), started('embedding'), indexed()]) {
+      v = evolve(v, e);
+      seen.push(v!.status);
+    }
+    expect(seen).toEqual(['queued', 'extracting', 'extracting', 'chunking', 'embedding', 'done']);
+    expect(v).toMatchObject({ id: 'd1', title: 'hello', chunkCount: 1, containerTags: ['t1'], metadata: { k: 'v' }, createdAt: sub1.occurredAt, updatedAt: '2026-01-01T00:00:05.000Z' });
+  });
+
+  it('never moves a status backwards within a revision (late redelivery)', () => {
+    expect(fold([sub1, started('embedding'), started('extracting')])!.status).toBe('embedding');
+    expect(fold([sub1, indexed(), started('chunking')])!.status).toBe('done');
+  });
+
+  it('a stale revision never overwrites a newer one', () => {
+    const sub2 = submittedEvent('hello again', { documentId: 'd1', revision: 2, occurredAt: '2026-01-01T00:01:00.000Z' });
+    const v = fold([sub1, sub2, indexed(sub1), started('chunking', sub1)]);
+    expect(v).toMatchObject({ revision: 2, status: 'queued', content: 'hello again', createdAt: sub1.occurredAt });
+    expect(fold([sub2, sub1])!.revision).toBe(2);
+  });
+
+  it('failed carries the reason and is terminal for its revision', () => {
+    const failed = follow(sub1, 'document.failed.v1', { stage: 'extracting', reason: 'no extractable text', class: 'permanent' });
+    const v = fold([sub1, started('extracting'), failed, indexed(), started('chunking')]);
+    expect(v).toMatchObject({ status: 'failed', error: { stage: 'extracting', reason: 'no extractable text', class: 'permanent' } });
+  });
+
+  it('applying the same event twice changes nothing', () => {
+    const once = fold([sub1, started('extracting'), extracted]);
+    const twice = fold([sub1, sub1, started('extracting'), started('extracting'), extracted, extracted]);
+    expect(twice).toEqual(once);
+  });
+
+  it('deleted removes the document; a later revision of the same id starts afresh', () => {
+    const del = { ...follow(sub1, 'document.deleted.v1', { reason: 'api' }), causationId: null };
+    expect(fold([sub1, indexed(), del])).toBeNull();
+    const sub2 = submittedEvent('back', { documentId: 'd1', revision: 2 });
+    expect(fold([sub1, del, sub2])).toMatchObject({ revision: 2, status: 'queued', content: 'back' });
+  });
+});

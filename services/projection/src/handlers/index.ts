@@ -1,0 +1,49 @@
+import type { Handler } from '@memstream/bus';
+import type { DocumentEvent, DocumentSubmitted } from '@memstream/contracts';
+import { RetryableError } from '@memstream/kit';
+import { evolve, sameView, type DocumentView, type DocumentViews } from '@memstream/views';
+
+export interface ProjectionPorts {
+  /** The latest submission of a document, read from the log. */
+  lastSubmitted?: (documentId: string) => Promise<DocumentSubmitted | null>;
+}
+
+/**
+ * A stage event can arrive before the submission of its revision: the submission was delivered
+ * to a projection that died, and comes back only after the ack wait. Dropping the stage event
+ * then would leave the document queued for ever, so the submission is read from the log and
+ * applied first. In log order (replay) this never triggers.
+ */
+async function withSubmission(before: DocumentView | null, event: DocumentEvent, ports: ProjectionPorts): Promise<DocumentView | null> {
+  if (event.type === 'document.submitted.v1' || event.type === 'document.deleted.v1' || !ports.lastSubmitted) return before;
+  if (before && event.revision <= before.revision) return before;
+  const sub = await ports.lastSubmitted(event.documentId);
+  return sub && sub.revision === event.revision ? evolve(before, sub) : before;
+}
+
+/**
+ * Apply one event to the view store: read, evolve, compare-and-set. A lost race (another writer
+ * moved the version) re-reads and re-applies, so replicas and redeliveries cannot lose an update.
+ */
+export async function applyEvent(views: DocumentViews, event: DocumentEvent, ports: ProjectionPorts = {}): Promise<'changed' | 'unchanged' | 'deleted'> {
+  for (let attempt = 0; attempt < 8; attempt++) {
+    const before = await views.get(event.documentId);
+    const after = evolve(await withSubmission(before, event, ports), event);
+    if (after === null) {
+      if (before === null) return 'unchanged';
+      await views.delete(event.documentId);
+      return 'deleted';
+    }
+    if (before && sameView(before, after)) return 'unchanged';
+    if (await views.put(after, before?.version ?? 0)) return 'changed';
+  }
+  throw new RetryableError(`view of ${event.documentId} kept changing under us`);
+}
+
+/** Every document event → the document view. Emits nothing. */
+export function createProjectionHandler(views: DocumentViews, ports: ProjectionPorts = {}): Handler {
+  return async (event) => {
+    await applyEvent(views, event, ports);
+    return [];
+  };
+}

@@ -1,0 +1,29 @@
+import path from 'node:path';
+import { mkdirSync } from 'node:fs';
+import { lastEvent, startWorker } from '@memstream/bus';
+import type { DocumentSubmitted } from '@memstream/contracts';
+import { createLogger } from '@memstream/kit';
+import { openDocumentViews } from '@memstream/views';
+import { loadConfig } from './config.js';
+import { createProjectionHandler } from './handlers/index.js';
+
+const config = loadConfig();
+const log = createLogger('projection', { level: config.LOG_LEVEL });
+
+await startWorker({
+  consumer: 'projection',
+  natsUrl: config.NATS_URL,
+  ackWaitMs: config.MEMSTREAM_ACK_WAIT_MS,
+  // One at a time keeps the view in log order; the compare-and-set makes replicas safe too.
+  concurrency: 1,
+  log,
+  setup: async (bus) => {
+    mkdirSync(config.MEMSTREAM_DATA_DIR, { recursive: true });
+    const views = await openDocumentViews({
+      sqlitePath: path.join(config.MEMSTREAM_DATA_DIR, 'views.sqlite'),
+      ...(config.MONGODB_URL ? { mongodbUrl: config.MONGODB_URL } : {}),
+    });
+    const lastSubmitted = async (id: string) => ((await lastEvent(bus, id, 'submitted'))?.event as DocumentSubmitted | undefined) ?? null;
+    return { handle: createProjectionHandler(views, { lastSubmitted }), close: () => views.close() };
+  },
+});

@@ -1,0 +1,126 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { api, startTestStack, waitFor, type TestStack } from './support/stack.js';
+
+/**
+ * One document through the real thing: a private nats-server, and each service a process.
+ * The stages are started one at a time, so each status is held (the next stage is not there
+ * yet) and can be observed through GET, in order, rather than hoped for between polls.
+ */
+describe('spine: one document through JetStream and six services', () => {
+  let stack: TestStack;
+  let client: ReturnType<typeof api>;
+
+  beforeAll(async () => {
+    stack = await startTestStack({ services: ['projection', 'gateway'] });
+    client = api(stack);
+  });
+  afterAll(async () => {
+    await stack?.teardown();
+  });
+
+  it('observes queued → extracting → chunking → embedding → done through GET', async () => {
+    const add = await client.add('# Spine\n\nmemstream turns raw content into searchable memories.\n\nThe log is the truth.', {
+      containerTag: 'spine',
+      metadata: { source: 'e2e', n: 1 },
+    });
+    expect(add.status).toBe(200);
+    expect(add.headers.get('content-type')).toMatch(/application\/json/);
+    expect(Object.keys(add.body).sort()).toEqual(['id', 'status']);
+    expect(add.body.status).toBe('queued');
+    const id: string = add.body.id;
+
+    // GET at once: never a 404, even before the projection has caught up.
+    const first = await client.get(id);
+    expect(first.status).toBe(200);
+    expect(first.body.status).toBe('queued');
+
+    const statusIs = (s: string) => async () => ((await client.get(id)).body.status === s ? true : undefined);
+    const seen: string[] = ['queued'];
+    for (const [service, status] of [
+      ['extractor', 'extracting'],
+      ['chunker', 'chunking'],
+      ['embedder', 'embedding'],
+      ['indexer', 'done'],
+    ] as const) {
+      await stack.start(service);
+      await waitFor(`status ${status}`, statusIs(status));
+      seen.push(status);
+    }
+    expect(seen).toEqual(['queued', 'extracting', 'chunking', 'embedding', 'done']);
+
+    const doc = (await client.get(id)).body;
+    expect(doc).toMatchObject({
+      id,
+      status: 'done',
+      title: 'Spine',
+      type: 'text',
+      containerTags: ['spine'],
+      metadata: { source: 'e2e', n: 1 },
+      customId: null,
+      connectionId: null,
+      error: null,
+    });
+    expect(doc.content).toContain('searchable memories');
+    expect(doc.chunkCount).toBeGreaterThan(0);
+    for (const k of ['id', 'customId', 'connectionId', 'title', 'summary', 'type', 'status', 'content', 'metadata', 'containerTags', 'filepath', 'source', 'url', 'createdAt', 'updatedAt']) {
+      expect(doc, `field ${k}`).toHaveProperty(k);
+    }
+  });
+
+  it('with every service up, a new document is done within 2 seconds', async () => {
+    const t0 = Date.now();
+    const add = await client.add('A short note about event sourcing and projections.');
+    const id = add.body.id as string;
+    await waitFor('done', async () => ((await client.get(id)).body.status === 'done' ? true : undefined), 2_000, 10);
+    const ms = Date.now() - t0;
+    console.log(`[spine] add → done in ${ms} ms`);
+    expect(ms).toBeLessThan(2_000);
+  });
+
+  it('a document with no text ends failed with a reason, never done with zero chunks', async () => {
+    const id = (await client.add(' \n\t ')).body.id as string;
+    const doc = await waitFor('failed', async () => {
+      const d = (await client.get(id)).body;
+      return d.status === 'failed' ? d : undefined;
+    });
+    expect(doc.error).toEqual({ stage: 'extracting', reason: 'no extractable text', class: 'permanent' });
+    expect(doc.reason).toBe('no extractable text');
+  });
+
+  it('the same customId gives the same id, and a new revision reaches done', async () => {
+    const a = await client.add('first version of the note', { customId: 'note-1' });
+    const b = await client.add('second version of the note', { customId: 'note-1' });
+    expect(b.body.id).toBe(a.body.id);
+    const doc = await waitFor('second revision done', async () => {
+      const d = (await client.get(a.body.id)).body;
+      return d.status === 'done' && d.content === 'second version of the note' ? d : undefined;
+    });
+    expect(doc.customId).toBe('note-1');
+  });
+
+  it('bad input gets a clear 4xx with { error, details }', async () => {
+    const cases: Array<[string, unknown, number, RegExp]> = [
+      ['no content', {}, 400, /content/],
+      ['content not a string', { content: 42 }, 400, /content/],
+      ['customId with a space', { content: 'x', customId: 'has space' }, 400, /customId/],
+      ['customId too long', { content: 'x', customId: 'a'.repeat(101) }, 400, /customId/],
+      ['nested metadata', { content: 'x', metadata: { a: { b: 1 } } }, 400, /metadata/],
+      ['entityContext too long', { content: 'x', entityContext: 'e'.repeat(1501) }, 400, /entityContext/],
+      ['broken JSON', '{"content": ', 400, /JSON/],
+    ];
+    for (const [name, body, status, details] of cases) {
+      const r = await client.call('POST', '/v3/documents', body);
+      expect(r.status, name).toBe(status);
+      expect(typeof r.body.error, name).toBe('string');
+      expect(`${r.body.error} ${r.body.details}`, name).toMatch(details);
+    }
+    const noKey = await fetch(`${stack.baseUrl}/v3/documents/x`);
+    expect(noKey.status).toBe(401);
+    expect(await noKey.json()).toMatchObject({ error: 'Unauthorized' });
+    const wrongKey = await fetch(`${stack.baseUrl}/v3/documents/x`, { headers: { authorization: 'Bearer nope-nope-nope' } });
+    expect(wrongKey.status).toBe(401);
+    const missing = await client.get('doesNotExist123');
+    expect(missing.status).toBe(404);
+    expect(missing.body.error).toBeTypeOf('string');
+  });
+});
