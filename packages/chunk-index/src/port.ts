@@ -1,5 +1,6 @@
 import type { FilterExpr, Metadata } from '@memstream/contracts';
 
+/** One chunk of a document as the indexer hands it over: its position, text, and embedding. */
 export interface ChunkInput {
   index: number;
   /** sha256 of the text */
@@ -8,6 +9,7 @@ export interface ChunkInput {
   vector: Float32Array;
 }
 
+/** The full current state of one document's chunks, at one revision. */
 export interface ReplaceDocumentInput {
   documentId: string;
   revision: number;
@@ -19,6 +21,7 @@ export interface ReplaceDocumentInput {
   chunks: ChunkInput[];
 }
 
+/** A chunk as stored, with its document's revision, tags and metadata (no vector). */
 export interface StoredChunk {
   documentId: string;
   revision: number;
@@ -31,26 +34,41 @@ export interface StoredChunk {
   metadata: Metadata;
 }
 
+/**
+ * A search. Restrictions (tags, documentIds, filter) are applied before ranking, so `limit` hits
+ * are returned whenever that many chunks pass them. An empty `containerTags` or `documentIds`
+ * list matches nothing.
+ */
 export interface SearchQuery {
   mode: 'dense' | 'keyword' | 'hybrid';
   /** Required for dense and hybrid. */
   vector?: Float32Array;
-  /** The model that made `vector`: only chunks embedded by it are searched. */
+  /**
+   * The model that made `vector`: only chunks embedded by it (and of the vector's dimension) are
+   * searched. Required for dense and hybrid; for keyword search it restricts to that model's
+   * chunks, and without it keyword search spans every model.
+   */
   model?: string;
   /** Required for keyword and hybrid. */
   text?: string;
   /** A hit must carry at least one of these tags. Absent: no tag restriction. */
   containerTags?: string[];
+  /** Metadata filter with the semantics of `matchesFilter`. */
   filter?: FilterExpr;
+  /** A hit must belong to one of these documents. Absent: no restriction. */
   documentIds?: string[];
   limit: number;
 }
 
+/** One ranked chunk with its document's tags and metadata. */
 export interface SearchHit {
   documentId: string;
   index: number;
   text: string;
-  /** Higher is better. Dense: cosine similarity; keyword: BM25 normalised to (0,1]; hybrid: fused. */
+  /**
+   * Higher is better. Dense: cosine similarity; keyword: BM25 normalised to (0,1] as x/(1+x);
+   * hybrid: reciprocal rank fusion of the dense and keyword lists, Σ 1/(60 + rank), ranks from 1.
+   */
   score: number;
   containerTags: string[];
   metadata: Metadata;
@@ -61,17 +79,25 @@ export interface ChunkIndex {
   /**
    * Make the index hold exactly `chunks` for the document. A stored revision newer than
    * `revision` wins (nothing is written, stale: true). Unchanged chunks (same index and hash)
-   * are kept, new ones upserted, the rest removed.
+   * are kept, new ones upserted, the rest removed. An equal revision is applied (redelivery is
+   * harmless); a change of model or dimension replaces every chunk.
    */
   replaceDocument(input: ReplaceDocumentInput): Promise<{ upserted: number; removed: number; stale: boolean }>;
-  /** Change tags or metadata of every chunk of a document in place, without re-embedding. */
+  /**
+   * Change tags or metadata of every chunk of a document in place, without re-embedding. A given
+   * field replaces the stored one whole (metadata is not merged); an unknown document is ignored.
+   */
   updateDocumentMeta(documentId: string, patch: { containerTags?: string[]; metadata?: Metadata }): Promise<void>;
   /** Remove every chunk of a document; returns how many were removed. */
   deleteDocument(documentId: string): Promise<number>;
   /** The chunks of a document in index order (without vectors). */
   getDocumentChunks(documentId: string): Promise<StoredChunk[]>;
+  /** Ranked hits, best first. Throws on a malformed query (e.g. dense without vector or model). */
   search(query: SearchQuery): Promise<SearchHit[]>;
+  /** How many documents (including ones with no chunks) and chunks the index holds. */
   stats(): Promise<{ documents: number; chunks: number }>;
+  /** Resolves when the backing store answers. */
   ping(): Promise<void>;
+  /** Release the store; safe to call twice. */
   close(): Promise<void>;
 }

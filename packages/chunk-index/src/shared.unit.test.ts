@@ -1,0 +1,82 @@
+import { describe, expect, it } from 'vitest';
+import type { SearchHit } from './port.js';
+import { TopK, dotAt, metadataFacets, normaliseKeywordScore, queryTerms, rrfFuse, tokenize } from './shared.js';
+import { toFtsQuery } from './sqlite.js';
+
+const hit = (documentId: string, index = 0): SearchHit => ({ documentId, index, text: '', score: 0, containerTags: [], metadata: {} });
+
+describe('keyword query text', () => {
+  it('tokenises into lower-case words of letters, digits and marks', () => {
+    expect(tokenize('Hello, WORLD! café 42x — 日本語 NEAR(a)')).toEqual(['hello', 'world', 'café', '42x', '日本語', 'near', 'a']);
+    expect(queryTerms('a A b a')).toEqual(['a', 'b']);
+    expect(queryTerms(Array.from({ length: 100 }, (_, i) => `w${i}`).join(' '))).toHaveLength(32);
+  });
+
+  it('builds FTS5 queries of quoted words joined by OR, or null without words', () => {
+    expect(toFtsQuery('NEAR(foo "bar" AND baz*')).toBe('"near" OR "foo" OR "bar" OR "and" OR "baz"');
+    for (const text of ['', '   ', '"', '*', '()', '"""', ':^-+']) expect(toFtsQuery(text)).toBeNull();
+  });
+
+  it('normalises raw keyword scores into (0, 1), monotonically', () => {
+    expect(normaliseKeywordScore(0)).toBe(0);
+    expect(normaliseKeywordScore(1)).toBe(0.5);
+    expect(normaliseKeywordScore(3)).toBeGreaterThan(normaliseKeywordScore(2));
+    expect(normaliseKeywordScore(1e9)).toBeLessThanOrEqual(1);
+  });
+});
+
+describe('TopK', () => {
+  it('keeps the k best scores, ties broken by lower id', () => {
+    const top = new TopK(3);
+    const scores = [0.1, 0.9, 0.5, 0.9, 0.3, 0.7, -1];
+    scores.forEach((s, i) => top.push(s, i));
+    expect(top.sorted()).toEqual([
+      { id: 1, score: 0.9 },
+      { id: 3, score: 0.9 },
+      { id: 5, score: 0.7 },
+    ]);
+    expect(top.threshold).toBe(0.7);
+  });
+
+  it('matches a full sort on random input', () => {
+    let seed = 7;
+    const rand = () => ((seed = (Math.imul(seed, 1103515245) + 12345) >>> 0) / 4294967296);
+    for (const k of [1, 5, 50, 500]) {
+      const xs = Array.from({ length: 300 }, (_, id) => ({ id, score: Math.round(rand() * 50) / 50 }));
+      const top = new TopK(k);
+      for (const x of xs) top.push(x.score, x.id);
+      expect(top.sorted()).toEqual([...xs].sort((a, b) => b.score - a.score || a.id - b.id).slice(0, k));
+    }
+    expect(new TopK(0).sorted()).toEqual([]);
+  });
+});
+
+describe('dotAt', () => {
+  it('computes the dot product at an offset, for lengths not divisible by four', () => {
+    const data = Float32Array.from([9, 9, 1, 2, 3, 4, 5]);
+    expect(dotAt(data, 2, Float32Array.from([1, 1, 1, 1, 2]))).toBe(1 + 2 + 3 + 4 + 10);
+  });
+});
+
+describe('rrfFuse', () => {
+  it('sums 1/(60 + rank) over the lists, ranks from 1', () => {
+    const fused = rrfFuse([[hit('a'), hit('b'), hit('c')], [hit('c'), hit('d')]], 10);
+    expect(fused.map((h) => h.documentId)).toEqual(['c', 'a', 'b', 'd']);
+    expect(fused[0]!.score).toBeCloseTo(1 / 63 + 1 / 61, 15);
+    expect(fused[3]!.score).toBeCloseTo(1 / 62, 15);
+    expect(rrfFuse([[hit('a'), hit('b')]], 1).map((h) => h.documentId)).toEqual(['a']);
+  });
+});
+
+describe('metadataFacets', () => {
+  it('uses the conversions of matchesFilter', () => {
+    expect(metadataFacets({ n: 0.1 + 0.2, s: ' 0x10 ', e: '', b: false, a: ['x', 'Y'] })).toEqual([
+      { key: 'n', kind: 'number', values: ['0.30000000000000004'], num: 0.30000000000000004 },
+      { key: 's', kind: 'string', values: [' 0x10 '], num: 16 },
+      { key: 'e', kind: 'string', values: [''], num: null },
+      { key: 'b', kind: 'boolean', values: ['false'], num: null },
+      { key: 'a', kind: 'array', values: ['x', 'Y'], num: null },
+    ]);
+    expect(metadataFacets({ gone: null, missing: undefined })).toEqual([]);
+  });
+});

@@ -1,0 +1,121 @@
+import { createHash } from 'node:crypto';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import { join } from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { describeChunkIndexContract } from './contract.js';
+import type { ReplaceDocumentInput } from './port.js';
+import { SqliteChunkIndex } from './sqlite.js';
+
+function tempIndex(opts: { vectorCacheBytes?: number } = {}) {
+  const dir = mkdtempSync(join(tmpdir(), 'chunk-index-'));
+  const path = join(dir, 'chunks.db');
+  const index = SqliteChunkIndex.open(path, opts);
+  const reopened: SqliteChunkIndex[] = [];
+  return {
+    path,
+    index,
+    reopen: async () => {
+      const again = SqliteChunkIndex.open(path, opts);
+      reopened.push(again);
+      return again;
+    },
+    cleanup: async () => {
+      await index.close();
+      for (const r of reopened) await r.close();
+      rmSync(dir, { recursive: true, force: true });
+    },
+  };
+}
+
+describeChunkIndexContract('SqliteChunkIndex', async () => tempIndex());
+// The same suite with the in-memory vector matrix disabled: every dense query streams blobs.
+describeChunkIndexContract('SqliteChunkIndex without vector cache', async () => tempIndex({ vectorCacheBytes: 0 }));
+
+function unit(seed: number, dim: number): Float32Array {
+  let a = seed;
+  const v = new Float32Array(dim);
+  let norm = 0;
+  for (let i = 0; i < dim; i++) {
+    a = (Math.imul(a, 1103515245) + 12345) >>> 0;
+    v[i] = a / 4294967296 - 0.5;
+    norm += v[i]! * v[i]!;
+  }
+  for (let i = 0; i < dim; i++) v[i] = v[i]! / Math.sqrt(norm);
+  return v;
+}
+
+function doc(id: string, revision: number, vectors: Float32Array[], tags = ['t']): ReplaceDocumentInput {
+  return {
+    documentId: id,
+    revision,
+    model: 'm',
+    dim: vectors[0]?.length ?? 8,
+    containerTags: tags,
+    metadata: {},
+    chunks: vectors.map((vector, index) => {
+      const text = `${id} chunk ${index} rev ${revision}`;
+      return { index, hash: createHash('sha256').update(text).digest('hex'), text, vector };
+    }),
+  };
+}
+
+describe('SqliteChunkIndex across processes sharing one file', () => {
+  const handles: ReturnType<typeof tempIndex>[] = [];
+  afterEach(async () => {
+    for (const h of handles.splice(0)) await h.cleanup();
+  });
+
+  it("a reader's cached vectors follow the writer's commits (insert, change, delete)", async () => {
+    const h = tempIndex();
+    handles.push(h);
+    const writer = h.index;
+    const reader = await h.reopen();
+    const dim = 16;
+    await writer.replaceDocument(doc('a', 1, [unit(1, dim), unit(2, dim)]));
+    await writer.replaceDocument(doc('b', 1, [unit(3, dim)]));
+    const q = unit(4, dim);
+    // Warm the reader's matrix.
+    expect((await reader.search({ mode: 'dense', vector: q, model: 'm', limit: 10 })).length).toBe(3);
+
+    // A new chunk that is the query itself must come first at once.
+    await writer.replaceDocument(doc('c', 1, [q]));
+    const afterInsert = await reader.search({ mode: 'dense', vector: q, model: 'm', limit: 10 });
+    expect(afterInsert.map((x) => `${x.documentId}#${x.index}`)[0]).toBe('c#0');
+    expect(afterInsert).toHaveLength(4);
+
+    // Changing a chunk (new hash, new vector) replaces its row; the old vector must not linger.
+    await writer.replaceDocument({ ...doc('a', 2, [unit(1, dim), q]) });
+    const afterChange = await reader.search({ mode: 'dense', vector: q, model: 'm', limit: 2 });
+    expect(afterChange.map((x) => `${x.documentId}#${x.index}`).sort()).toEqual(['a#1', 'c#0']);
+    expect(afterChange.every((x) => Math.abs(x.score - 1) < 1e-6)).toBe(true);
+
+    // Restricted queries use the rowid list of the new snapshot.
+    await writer.deleteDocument('c');
+    const restricted = await reader.search({ mode: 'dense', vector: q, model: 'm', containerTags: ['t'], limit: 10 });
+    expect(restricted.map((x) => x.documentId).sort()).toEqual(['a', 'a', 'b']);
+    expect(await reader.stats()).toEqual({ documents: 2, chunks: 3 });
+  });
+
+  it('dense search over 10k chunks × 256 dims stays fast', async () => {
+    const h = tempIndex();
+    handles.push(h);
+    const dim = 256;
+    for (let d = 0; d < 1000; d++) {
+      await h.index.replaceDocument(doc(`p${d}`, 1, Array.from({ length: 10 }, (_, i) => unit(d * 10 + i + 1, dim)), [`t${d % 10}`]));
+    }
+    expect(await h.index.stats()).toEqual({ documents: 1000, chunks: 10_000 });
+    const times: number[] = [];
+    for (let i = 0; i < 25; i++) {
+      const q = unit(99_999 + i, dim);
+      const t = performance.now();
+      const hits = await h.index.search({ mode: 'dense', vector: q, model: 'm', limit: 10 });
+      times.push(performance.now() - t);
+      expect(hits).toHaveLength(10);
+    }
+    times.sort((a, b) => a - b);
+    const median = times[12]!;
+    // The target is well under 50 ms; the bound is loose because test machines are shared.
+    expect(median).toBeLessThan(150);
+  }, 120_000);
+});
