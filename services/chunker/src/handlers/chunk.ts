@@ -27,13 +27,21 @@ import o200k_base from 'js-tiktoken/ranks/o200k_base';
  * whole text, by contrast, can shift every later boundary after one edit. The hash covers only
  * an element's opening so that the common edit (words changed inside a paragraph, a sentence
  * appended) leaves every cut priority as it was; then only the paragraph's change in size can
- * move a cut. Editing a paragraph's first words re-draws its priority and, rarely, moves two
- * nearby cuts (three chunks). For the same reason chunks do not overlap: an overlap would copy
- * text across a boundary and drag the neighbour into every edit.
+ * move a cut. Editing a paragraph's first words re-draws its priority, which can move nearby
+ * cuts too. Measured on a 400-paragraph, ~95-chunk document, editing each paragraph in turn:
+ * a word changed mid-paragraph re-chunked 1 chunk in 400/400 cases; an appended sentence 1 chunk
+ * in 386 and 2 in 14; a changed opening 1 in 307, 2 in 89, 3 or 4 in 4. For the same reason
+ * chunks do not overlap: an overlap would copy text across a boundary and drag the neighbour
+ * into every edit.
  *
- * Consequences of the cut rule: cuts are at least `minTokens` apart, so a chunk is at least that
- * long except at the ends of a section and after a greedy split; the gap between cuts averages
- * about twice `minTokens` (about 230 tokens with the defaults, on prose).
+ * A chunk is the heading-path line (markdown) plus a verbatim slice of the text from its first
+ * element to its last (line endings normalised to \n, ends trimmed), so the formatting between
+ * blocks is kept; only whitespace at a cut (and markdown heading lines, which move into the
+ * prefix) is left out.
+ *
+ * Consequences of the cut rule: cuts are at least `minTokens` apart and from a section's ends,
+ * so a chunk is at least that long unless its whole section is shorter or it is the tail of a
+ * greedy split; the gap between cuts averages about twice `minTokens`.
  */
 
 /** The tokenizer whose counts `Chunk.tokens` reports (for `ChunkedData.tokenizer`). */
@@ -606,11 +614,16 @@ function packSection(src: string, section: Section, maxTokens: number, minTokens
 
   // A cut after element i when (hash, index) of i is the smallest among the elements ending
   // within minTokens of it: decided by local content only (see the module comment). The index
-  // breaks ties between elements that open identically.
+  // breaks ties between elements that open identically. The section's start and end count as
+  // unbeatable neighbours, so a section shorter than twice minTokens stays whole and its first
+  // and last chunks are not slivers; both distances depend only on the text between the cut and
+  // that edge, so locality holds.
   const lastBoundary = elements.length - 2;
+  const total = position;
   const isCut = (i: number): boolean => {
     const h = hashes[i] as number;
     const p = ends[i] as number;
+    if (p < minTokens || total - p < minTokens) return false;
     for (let j = i - 1; j >= 0 && p - (ends[j] as number) < minTokens; j--) {
       if ((hashes[j] as number) <= h) return false;
     }

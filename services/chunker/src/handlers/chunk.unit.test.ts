@@ -208,7 +208,8 @@ describe('chunkText', () => {
     const holders = chunks.filter((c) => c.text.includes('```ts'));
     expect(holders).toHaveLength(1);
     expect(holders[0]?.text).toContain(fence);
-    expect(chunks.some((c) => c.text.startsWith('  # not a heading'))).toBe(false);
+    // The "#" line inside the fence did not open a section.
+    for (const c of chunks) expect(c.text.split('\n')[0]).toBe('## Code');
   });
 
   it('splits an oversized code block by lines, not mid-line', () => {
@@ -225,7 +226,7 @@ describe('chunkText', () => {
     const speakers = ['user', 'assistant', 'Dr. Lee', '**Moderator**'];
     const turns = Array.from({ length: 60 }, (_, i) => {
       const who = speakers[i % speakers.length] as string;
-      const body = gen.paragraph(1, 4);
+      const body = `(turn ${i}) ${gen.paragraph(1, 4)}`;
       // Some turns continue on following lines, one after a blank line.
       return i % 5 === 0 ? `${who}: ${body}\n${gen.sentence()}\n\n${gen.sentence()}` : `${who}: ${body}`;
     });
@@ -314,9 +315,10 @@ describe('chunkText', () => {
       const doc = new TextGen(12).markdown(80);
       const chunksBefore = chunkText(doc, 'markdown');
       expect(chunksBefore.length).toBeGreaterThan(80);
-      const target = 'The billing service';
+      // Mid-paragraph (after a full stop), so neither a heading nor a paragraph's opening.
+      const target = '. The billing service';
       const at = doc.indexOf(target, Math.floor(doc.length / 2));
-      const editedDoc = `${doc.slice(0, at)}The invoicing service${doc.slice(at + target.length)}`;
+      const editedDoc = `${doc.slice(0, at)}. The invoicing service${doc.slice(at + target.length)}`;
       const after = chunkText(editedDoc, 'markdown');
       expect(newChunks(chunksBefore, after)).toBeLessThanOrEqual(2);
       expect(after.length).toBe(chunksBefore.length);
