@@ -53,6 +53,8 @@ export function defaultBackoff(deliveryCount: number): number {
 
 /**
  * The consumer runner: one durable pull consumer, explicit acks, bounded concurrency.
+ * Acks are confirmed by the server (ackAck), so when stop() returns every finished message is
+ * known acked and every unfinished one is not.
  * Mapping of outcomes (the one place it is decided):
  * - handler returns → publish its events, ack;
  * - stale revision or deleted document → ack without work;
@@ -100,7 +102,8 @@ export function runConsumer(opts: RunnerOptions): RunningConsumer {
         log.error({ err: errorMessage(err), subject: m.subject, seq: m.seq }, 'undecodable message: dead-lettered');
         try {
           await deadLetter(m, documentId, `undecodable: ${errorMessage(err)}`);
-          m.term('undecodable');
+          // No reason string: '+TERM <reason>' needs nats-server 2.10; 2.9 would leave the message pending.
+          m.term();
         } catch {
           m.nak(backoff(deliveryCount));
         }
@@ -127,7 +130,7 @@ export function runConsumer(opts: RunnerOptions): RunningConsumer {
       if (opts.skipStale) {
         const latest = await latestRevision(bus, event.documentId);
         if (latest.deleted || event.revision < latest.revision) {
-          m.ack();
+          await m.ackAck();
           mlog.debug({ latest: latest.revision, deleted: latest.deleted }, 'stale revision: skipped');
           opts.onOutcome?.('skipped-stale', event, performance.now() - started);
           return;
@@ -135,7 +138,7 @@ export function runConsumer(opts: RunnerOptions): RunningConsumer {
       }
       const out = (await opts.handle(event, ctx)) ?? [];
       for (const e of out) await ctx.emit(e);
-      m.ack();
+      await m.ackAck();
       mlog.debug({ emitted: out.map((e) => e.type), ms: Math.round(performance.now() - started) }, 'event handled');
       opts.onOutcome?.('handled', event, performance.now() - started);
     } catch (err) {
@@ -145,12 +148,12 @@ export function runConsumer(opts: RunnerOptions): RunningConsumer {
           const cls: FailureClass = err instanceof PermanentError ? err.failureClass : 'poison';
           mlog.warn({ reason, class: cls }, 'permanent failure');
           await fail(event, m, cls, reason, ctx);
-          m.ack();
+          await m.ackAck();
           opts.onOutcome?.('failed', event, performance.now() - started);
         } else if (deliveryCount >= maxDeliver) {
           mlog.error({ reason, maxDeliver }, 'retries exhausted: failed and dead-lettered');
           await fail(event, m, 'exhausted', `${reason} (after ${deliveryCount} attempts)`, ctx);
-          m.ack();
+          await m.ackAck();
           opts.onOutcome?.('dead-lettered', event, performance.now() - started);
         } else {
           const delay = backoff(deliveryCount);
@@ -182,6 +185,10 @@ export function runConsumer(opts: RunnerOptions): RunningConsumer {
             continue;
           }
           while (inflight.size >= concurrency) await Promise.race(inflight);
+          if (stopping) {
+            m.nak();
+            continue;
+          }
           const p: Promise<void> = processOne(m)
             .catch((err) => log.error({ err }, 'unexpected runner error'))
             .finally(() => inflight.delete(p));

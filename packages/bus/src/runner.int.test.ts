@@ -1,0 +1,205 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { startNatsServer, type NatsServerHandle } from '@memstream/cli';
+import { STREAM_DEAD_LETTERS, STREAM_DOCS, type DocumentEvent } from '@memstream/contracts';
+import { PermanentError, createLogger } from '@memstream/kit';
+import { connectBus, type Bus } from './connect.js';
+import { ensureTopology } from './topology.js';
+import { decodeEvent, follow, lastEvent, publishEvent } from './events.js';
+import { runConsumer, type Handler } from './runner.js';
+import { submittedEvent } from './testing.js';
+
+/** The runner against a real nats-server: every outcome mapped to the right ack, and what it emits. */
+describe('consumer runner over real JetStream', () => {
+  let dir: string;
+  let nats: NatsServerHandle;
+  let bus: Bus;
+  const log = createLogger('test', { level: 'silent' });
+
+  beforeAll(async () => {
+    dir = mkdtempSync(path.join(tmpdir(), 'memstream-bus-'));
+    nats = await startNatsServer({ storeDir: dir });
+    bus = await connectBus({ url: nats.url, name: 'runner-test', log });
+    await ensureTopology(bus.jsm, { ackWaitMs: 2_000 });
+  });
+  afterAll(async () => {
+    await bus?.close();
+    await nats?.stop();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  async function run(handle: Handler, events: DocumentEvent[], until: () => Promise<boolean>, opts: { maxDeliver?: number } = {}) {
+    for (const e of events) await publishEvent(bus, e);
+    const r = runConsumer({ bus, consumer: 'extractor', log, handle, stage: 'extracting', skipStale: true, backoffMs: () => 50, ...opts });
+    const deadline = Date.now() + 15_000;
+    while (!(await until())) {
+      if (Date.now() > deadline) throw new Error('timed out');
+      await new Promise((res) => setTimeout(res, 25));
+    }
+    await r.stop();
+  }
+
+  it('publishes what the handler returns, then acks: nothing is redelivered', async () => {
+    const sub = submittedEvent('ok');
+    let calls = 0;
+    await run(
+      async (e) => {
+        calls++;
+        return [follow(e, 'document.extracted.v1', { title: null, type: 'text', text: 'ok', url: null, format: 'plain' })];
+      },
+      [sub],
+      async () => (await lastEvent(bus, sub.documentId, 'extracted')) !== null,
+    );
+    const info = await bus.jsm.consumers.info(STREAM_DOCS, 'extractor');
+    expect(info.num_ack_pending).toBe(0);
+    expect(info.num_pending).toBe(0);
+    expect(calls).toBe(1);
+  });
+
+  it('a duplicate publish (same event id) is dropped by the server', async () => {
+    const sub = submittedEvent('dup');
+    const a = await publishEvent(bus, sub);
+    const b = await publishEvent(bus, sub);
+    expect(b.duplicate).toBe(true);
+    expect(b.seq).toBe(a.seq);
+  });
+
+  it('naks transient errors with backoff and succeeds on a later delivery', async () => {
+    const sub = submittedEvent('flaky');
+    const deliveries: number[] = [];
+    await run(
+      async (e, ctx) => {
+        if (e.documentId !== sub.documentId) return [];
+        deliveries.push(ctx.msg.deliveryCount);
+        if (ctx.msg.deliveryCount < 3) throw new Error('endpoint down');
+        return [follow(e, 'document.extracted.v1', { title: null, type: 'text', text: 'x', url: null, format: 'plain' })];
+      },
+      [sub],
+      async () => (await lastEvent(bus, sub.documentId, 'extracted')) !== null,
+    );
+    expect(deliveries).toEqual([1, 2, 3]);
+    expect(await lastEvent(bus, sub.documentId, 'failed')).toBeNull();
+  });
+
+  it('on the last allowed delivery: failed (exhausted) and a copy in DEAD_LETTERS', async () => {
+    const sub = submittedEvent('always down');
+    let calls = 0;
+    await run(
+      async () => {
+        calls++;
+        throw new Error('still down');
+      },
+      [sub],
+      async () => (await lastEvent(bus, sub.documentId, 'failed')) !== null,
+      { maxDeliver: 3 },
+    );
+    expect(calls).toBe(3);
+    const failed = (await lastEvent(bus, sub.documentId, 'failed'))!.event;
+    expect(failed.data).toMatchObject({ stage: 'extracting', class: 'exhausted' });
+    expect((failed.data as { reason: string }).reason).toMatch(/still down \(after 3 attempts\)/);
+    const dead = await bus.jsm.streams.getMessage(STREAM_DEAD_LETTERS, { last_by_subj: `dead.extractor.${sub.documentId}` });
+    expect(dead?.header.get('Memstream-Reason')).toMatch(/still down/);
+    expect((await decodeEvent(bus, dead!.data)).id).toBe(sub.id);
+  });
+
+  it('a permanent error fails the document at once, without retries', async () => {
+    const sub = submittedEvent('bad');
+    let calls = 0;
+    await run(
+      async () => {
+        calls++;
+        throw new PermanentError('no extractable text');
+      },
+      [sub],
+      async () => (await lastEvent(bus, sub.documentId, 'failed')) !== null,
+    );
+    expect(calls).toBe(1);
+    expect((await lastEvent(bus, sub.documentId, 'failed'))!.event.data).toEqual({ stage: 'extracting', reason: 'no extractable text', class: 'permanent' });
+  });
+
+  it('an undecodable message is dead-lettered and terminated, not retried', async () => {
+    await bus.js.publish('doc.garbage1.submitted', new TextEncoder().encode('{not json'));
+    let calls = 0;
+    await run(
+      async () => {
+        calls++;
+        return [];
+      },
+      [],
+      async () => (await bus.jsm.streams.getMessage(STREAM_DEAD_LETTERS, { last_by_subj: 'dead.extractor.garbage1' }).catch(() => null)) !== null,
+    );
+    expect(calls).toBe(0);
+  });
+
+  it('drops the work of a stale revision', async () => {
+    const r1 = submittedEvent('v1', { documentId: 'stale1', revision: 1 });
+    const r2 = submittedEvent('v2', { documentId: 'stale1', revision: 2 });
+    const seen: number[] = [];
+    await run(
+      async (e) => {
+        seen.push(e.revision);
+        return [follow(e, 'document.extracted.v1', { title: null, type: 'text', text: 'x', url: null, format: 'plain' })];
+      },
+      [r1, r2],
+      async () => (await lastEvent(bus, 'stale1', 'extracted')) !== null,
+    );
+    expect(seen).toEqual([2]);
+  });
+
+  it('events over 256 KB travel by claim check and come back whole', async () => {
+    const big = 'memstream '.repeat(60_000);
+    const sub = submittedEvent(big);
+    await publishEvent(bus, sub);
+    const m = await bus.jsm.streams.getMessage(STREAM_DOCS, { last_by_subj: `doc.${sub.documentId}.submitted` });
+    expect(m!.data.byteLength).toBeLessThan(4096);
+    expect(JSON.parse(new TextDecoder().decode(m!.data)).claim.key).toBe(`doc/${sub.documentId}/events/${sub.id}`);
+    const back = await decodeEvent(bus, m!.data);
+    expect(back).toEqual(sub);
+  });
+
+  it('stop() returns unstarted messages and waits for the one in flight, acking nothing unfinished', async () => {
+    const subs = Array.from({ length: 5 }, (_, i) => submittedEvent(`slow ${i}`));
+    for (const s of subs) await publishEvent(bus, s);
+    let started = 0;
+    let finished = 0;
+    const r = runConsumer({
+      bus,
+      consumer: 'extractor',
+      log,
+      concurrency: 1,
+      stage: 'extracting',
+      handle: async (e) => {
+        // Leftovers of earlier cases may come first: count only this case's documents.
+        if (!subs.some((s) => s.documentId === e.documentId)) return [];
+        started++;
+        await new Promise((res) => setTimeout(res, 300));
+        finished++;
+        return [follow(e, 'document.extracted.v1', { title: null, type: 'text', text: 'x', url: null, format: 'plain' })];
+      },
+    });
+    while (started === 0) await new Promise((res) => setTimeout(res, 10));
+    await r.stop();
+    expect(finished).toBe(started);
+    expect(finished).toBeLessThan(5);
+    // What was not finished comes back to the next process: none of it was acked.
+    const handledAfter = new Set<string>();
+    const mine = new Set(subs.map((s) => s.documentId));
+    const r2 = runConsumer({
+      bus,
+      consumer: 'extractor',
+      log,
+      handle: async (e) => {
+        if (mine.has(e.documentId)) handledAfter.add(e.documentId);
+        return [];
+      },
+    });
+    const deadline = Date.now() + 10_000;
+    while (handledAfter.size < 5 - finished && Date.now() < deadline) await new Promise((res) => setTimeout(res, 25));
+    await r2.stop();
+    expect(handledAfter.size).toBe(5 - finished);
+    const info = await bus.jsm.consumers.info(STREAM_DOCS, 'extractor');
+    expect(info.num_pending + info.num_ack_pending).toBe(0);
+  });
+});
