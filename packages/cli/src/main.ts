@@ -55,7 +55,7 @@ async function up(config: Config): Promise<void> {
   let nats: NatsServerHandle | null = null;
   let natsUrl = config.NATS_URL;
   if (!natsUrl) {
-    nats = await startNatsServer({ storeDir: path.join(dir, 'nats') });
+    nats = await startNatsServer({ storeDir: path.join(dir, 'nats'), detached: true });
     natsUrl = nats.url;
     log.info({ url: natsUrl, version: nats.version, fsync: nats.syncAlways ? 'always' : 'every 2 min (nats-server < 2.10 has no sync_interval)' }, 'nats-server started');
   }
@@ -67,6 +67,7 @@ async function up(config: Config): Promise<void> {
     MEMSTREAM_HOST: config.MEMSTREAM_HOST,
     LOG_LEVEL: config.LOG_LEVEL,
     MEMSTREAM_LOG_PRETTY: '0',
+    MEMSTREAM_EXIT_WITH_PARENT: '1',
   };
   const onLog = logSink();
   const procs = new Map<ServiceName, ServiceProcess>();
@@ -85,7 +86,7 @@ async function up(config: Config): Promise<void> {
         return;
       }
       log.warn({ service: p.name, code, signal }, 'service exited: restarting');
-      spawnService(p.name, { env, onLog })
+      spawnService(p.name, { env, onLog, detached: true })
         .then((np) => {
           procs.set(np.name, np);
           supervise(np);
@@ -116,8 +117,8 @@ async function up(config: Config): Promise<void> {
 
   try {
     const workers = SERVICES.filter((s) => s !== 'gateway');
-    for (const p of await Promise.all(workers.map((s) => spawnService(s, { env, onLog })))) procs.set(p.name, p);
-    const gw = await spawnService('gateway', { env, onLog });
+    for (const p of await Promise.all(workers.map((s) => spawnService(s, { env, onLog, detached: true })))) procs.set(p.name, p);
+    const gw = await spawnService('gateway', { env, onLog, detached: true });
     procs.set('gateway', gw);
     for (const p of procs.values()) supervise(p);
     const url = gw.url ?? `http://${config.MEMSTREAM_HOST}:${config.MEMSTREAM_PORT}`;

@@ -1,5 +1,5 @@
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
-import { mkdirSync, writeFileSync } from 'node:fs';
+import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
 import path from 'node:path';
 
 export interface NatsServerHandle {
@@ -24,6 +24,31 @@ export function natsServerVersion(bin = 'nats-server'): string {
   return m[1]!;
 }
 
+/**
+ * A nats-server left running on this store by a launcher that died (kill -9) would hold the
+ * same files as the one we are about to start: stop it first.
+ */
+async function stopStale(pidFile: string): Promise<void> {
+  let pid: number;
+  try {
+    pid = Number(readFileSync(pidFile, 'utf8').trim());
+  } catch {
+    return;
+  }
+  if (!pid || !isNatsServer(pid)) return;
+  process.kill(pid, 'SIGTERM');
+  for (let i = 0; i < 100 && isNatsServer(pid); i++) await new Promise((r) => setTimeout(r, 100));
+  if (isNatsServer(pid)) process.kill(pid, 'SIGKILL');
+}
+
+function isNatsServer(pid: number): boolean {
+  try {
+    return readFileSync(`/proc/${pid}/cmdline`, 'utf8').includes('nats-server');
+  } catch {
+    return false;
+  }
+}
+
 function atLeast(version: string, major: number, minor: number): boolean {
   const [a = 0, b = 0] = version.split('.').map(Number);
   return a > major || (a === major && b >= minor);
@@ -37,11 +62,20 @@ function atLeast(version: string, major: number, minor: number): boolean {
  * setting: it writes every message to the OS before acknowledging (safe across a kill -9 of the
  * server) but fsyncs every 2 minutes, so an OS crash can lose the last acknowledged writes.
  */
-export async function startNatsServer(opts: { storeDir: string; bin?: string; port?: number; log?: (line: string) => void }): Promise<NatsServerHandle> {
+export async function startNatsServer(opts: {
+  storeDir: string;
+  bin?: string;
+  port?: number;
+  log?: (line: string) => void;
+  /** Own process group, so a terminal's Ctrl-C reaches only the launcher, which stops it last. */
+  detached?: boolean;
+}): Promise<NatsServerHandle> {
   const bin = opts.bin ?? 'nats-server';
   const version = natsServerVersion(bin);
   const syncAlways = atLeast(version, 2, 10);
   mkdirSync(opts.storeDir, { recursive: true });
+  const pidFile = path.join(opts.storeDir, 'nats.pid');
+  await stopStale(pidFile);
   let port = opts.port ?? -1;
   const conf = path.join(opts.storeDir, 'nats.conf');
   const write = () =>
@@ -50,6 +84,7 @@ export async function startNatsServer(opts: { storeDir: string; bin?: string; po
       [
         `listen: "127.0.0.1:${port}"`,
         `max_payload: 1MB`,
+        `pid_file: ${JSON.stringify(path.resolve(pidFile))}`,
         `jetstream {`,
         `  store_dir: ${JSON.stringify(path.resolve(opts.storeDir))}`,
         `  max_file_store: 64GB`,
@@ -63,7 +98,7 @@ export async function startNatsServer(opts: { storeDir: string; bin?: string; po
   const launch = () =>
     new Promise<void>((resolve, reject) => {
       write();
-      const c = spawn(bin, ['-c', conf], { stdio: ['ignore', 'ignore', 'pipe'] });
+      const c = spawn(bin, ['-c', conf], { stdio: ['ignore', 'ignore', 'pipe'], detached: opts.detached ?? false });
       child = c;
       let buf = '';
       let ready = false;

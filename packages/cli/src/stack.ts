@@ -20,6 +20,11 @@ export interface SpawnOptions {
   /** What to do with each log line (JSON from pino). Default: drop. */
   onLog?: (service: ServiceName, line: string) => void;
   readyTimeoutMs?: number;
+  /**
+   * Run in its own process group. The launcher wants this: a terminal's Ctrl-C then reaches only
+   * the launcher, which stops the services in order, instead of every process at once.
+   */
+  detached?: boolean;
 }
 
 /**
@@ -32,6 +37,7 @@ export function spawnService(name: ServiceName, opts: SpawnOptions): Promise<Ser
     cwd: REPO_ROOT,
     env: { ...process.env, ...opts.env },
     stdio: ['ignore', 'pipe', 'pipe'],
+    detached: opts.detached ?? false,
   });
   return new Promise((resolve, reject) => {
     let tail = '';

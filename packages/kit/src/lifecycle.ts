@@ -33,6 +33,14 @@ export function onShutdown(log: Logger, steps: Array<[string, () => Promise<unkn
   };
   process.on('SIGINT', () => void stop('SIGINT'));
   process.on('SIGTERM', () => void stop('SIGTERM'));
+  // Under the launcher, services run in their own process group; if the launcher itself dies
+  // without stopping them (kill -9), they stop on their own rather than linger as orphans.
+  if (process.env.MEMSTREAM_EXIT_WITH_PARENT === '1') {
+    const parent = process.ppid;
+    setInterval(() => {
+      if (process.ppid !== parent) void stop('parent exited');
+    }, 1_000).unref();
+  }
 }
 
 /** Log and exit on a failure during start-up, so a broken service never half-runs. */

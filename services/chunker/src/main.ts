@@ -1,7 +1,7 @@
 import { startWorker } from '@memstream/bus';
 import { createLogger } from '@memstream/kit';
 import { loadConfig } from './config.js';
-import { createChunkHandler } from './handlers/index.js';
+import { chunkText, createChunkHandler } from './handlers/index.js';
 
 const config = loadConfig();
 const log = createLogger('chunker', { level: config.LOG_LEVEL });
@@ -14,5 +14,10 @@ await startWorker({
   ackWaitMs: config.MEMSTREAM_ACK_WAIT_MS,
   concurrency: config.CHUNKER_CONCURRENCY,
   log,
-  setup: async () => ({ handle: createChunkHandler({ maxTokens: config.CHUNK_MAX_TOKENS }) }),
+  setup: async () => {
+    // Build the tokenizer now, not on the first document (it takes a moment), so the first
+    // document after a start is as quick as the rest.
+    chunkText('warm up the tokenizer', 'plain');
+    return { handle: createChunkHandler({ maxTokens: config.CHUNK_MAX_TOKENS }) };
+  },
 });
