@@ -7,6 +7,8 @@ import { SqliteChunkIndex } from '@memstream/chunk-index';
 import { compareViews, rebuildViews } from '@memstream/cli';
 import { connectBus } from '@memstream/bus';
 import { createLogger } from '@memstream/kit';
+import { execFileSync } from 'node:child_process';
+import { REPO_ROOT } from '@memstream/cli';
 import { api, startTestStack, waitFor, type TestStack } from './support/stack.js';
 
 const DOCS_PER_ROUND = 200;
@@ -122,5 +124,16 @@ describe('crash: kill -9 each worker while documents are in flight', () => {
       await rebuilt.close();
       await bus.close();
     }
+  });
+
+  it('./memstream replay projection says the same, as a user runs it', () => {
+    const out = execFileSync(process.execPath, ['--import', 'tsx', 'packages/cli/src/main.ts', 'replay', 'projection'], {
+      cwd: REPO_ROOT,
+      env: { ...process.env, NATS_URL: stack.nats.url, MEMSTREAM_DATA_DIR: stack.dataDir, MEMSTREAM_ACK_WAIT_MS: '4000' },
+      encoding: 'utf8',
+    });
+    const n = WORKERS.length * DOCS_PER_ROUND;
+    expect(out).toContain(`rebuilt ${n} documents from`);
+    expect(out).toContain(`compared with the live view: ${n} equal, 0 different, 0 only live, 0 only rebuilt`);
   });
 });

@@ -1,6 +1,6 @@
 import type { JsMsg } from '@nats-io/jetstream';
 import { headers as natsHeaders } from '@nats-io/nats-core';
-import { CONSUMERS, STREAM_DOCS, deadLetterSubject, type ConsumerName, type DocumentEvent, type FailureClass, type Stage } from '@memstream/contracts';
+import { CONSUMERS, STREAM_DOCS, deadLetterSubject, type ConsumerName, type DocumentEvent, type EventKind, type FailureClass, type Stage } from '@memstream/contracts';
 import { PermanentError, errorMessage, type Logger } from '@memstream/kit';
 import { ZodError } from 'zod';
 import type { Bus } from './connect.js';
@@ -31,6 +31,8 @@ export interface RunnerOptions {
   stage?: Stage;
   /** Drop events of a revision older than the newest submitted one, or of a deleted document. */
   skipStale?: boolean;
+  /** Only these event kinds are decoded and handled; others are acked unread (a consumer on doc.> that ignores bulky kinds). */
+  kinds?: readonly EventKind[];
   maxDeliver?: number;
   ackWaitMs?: number;
   /** Delay before the n-th redelivery (n counts from 1). */
@@ -93,7 +95,11 @@ export function runConsumer(opts: RunnerOptions): RunningConsumer {
     const started = performance.now();
     const deliveryCount = m.info.deliveryCount;
     const trace = headersToRecord(m.headers);
-    const documentId = m.subject.split('.')[1] ?? 'unknown';
+    const [, documentId = 'unknown', kind] = m.subject.split('.');
+    if (opts.kinds && !opts.kinds.includes(kind as EventKind)) {
+      await m.ackAck();
+      return;
+    }
     let event: DocumentEvent;
     try {
       event = await decodeEvent(bus, m.data);

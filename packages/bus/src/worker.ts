@@ -3,7 +3,7 @@ import { errorMessage, onShutdown, type Logger } from '@memstream/kit';
 import { connectBus, type Bus } from './connect.js';
 import { ensureTopology } from './topology.js';
 import { runConsumer, type Handler, type Outcome } from './runner.js';
-import type { DocumentEvent } from '@memstream/contracts';
+import type { DocumentEvent, EventKind } from '@memstream/contracts';
 
 export interface WorkerOptions {
   consumer: ConsumerName;
@@ -14,6 +14,7 @@ export interface WorkerOptions {
   ackWaitMs?: number | undefined;
   stage?: Stage;
   skipStale?: boolean;
+  kinds?: readonly EventKind[];
   /** Build the handler and its ports once the bus is up; `close` releases the ports at shutdown. */
   setup(bus: Bus): Promise<{ handle: Handler; close?: () => Promise<void> | void }>;
   onOutcome?: (outcome: Outcome, event: DocumentEvent | null, ms: number) => void;
@@ -39,6 +40,7 @@ export async function startWorker(opts: WorkerOptions): Promise<void> {
       ...(opts.ackWaitMs ? { ackWaitMs: opts.ackWaitMs } : {}),
       ...(opts.stage ? { stage: opts.stage } : {}),
       ...(opts.skipStale !== undefined ? { skipStale: opts.skipStale } : {}),
+      ...(opts.kinds ? { kinds: opts.kinds } : {}),
       ...(opts.onOutcome ? { onOutcome: opts.onOutcome } : {}),
     });
     onShutdown(log, [

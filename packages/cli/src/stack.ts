@@ -33,9 +33,12 @@ export interface SpawnOptions {
  */
 export function spawnService(name: ServiceName, opts: SpawnOptions): Promise<ServiceProcess> {
   const entry = path.join(REPO_ROOT, 'services', name, 'src', 'main.ts');
-  const child = spawn(process.execPath, ['--import', 'tsx', entry], {
+  const env = { ...process.env, ...opts.env };
+  // Readiness is read from the `ready` log line, which is info: never start a service quieter than that.
+  if (['warn', 'error', 'fatal', 'silent'].includes(env.LOG_LEVEL ?? '')) env.LOG_LEVEL = 'info';
+  const child = spawn(process.execPath, [...(process.env.MEMSTREAM_CPU_PROF ? ['--cpu-prof', '--cpu-prof-dir=' + process.env.MEMSTREAM_CPU_PROF] : []), '--import', 'tsx', entry], {
     cwd: REPO_ROOT,
-    env: { ...process.env, ...opts.env },
+    env,
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: opts.detached ?? false,
   });

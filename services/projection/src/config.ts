@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { commonEnv, parseEnv } from '@memstream/kit';
+import { commonEnv, intFromEnv, parseEnv } from '@memstream/kit';
 
 /** The projection's whole environment, parsed once. */
 export const Config = z.object({
@@ -7,6 +7,8 @@ export const Config = z.object({
   /** When set, the MongoDB adapter holds the view instead of the embedded SQLite file. */
   MONGODB_URL: z.string().optional(),
   MONGODB_DB: z.string().default('memstream'),
+  /** Events one process applies at once. */
+  PROJECTION_CONCURRENCY: intFromEnv(16),
 });
 export type Config = z.infer<typeof Config>;
 export const loadConfig = (): Config => parseEnv(Config);

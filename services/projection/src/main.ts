@@ -14,8 +14,13 @@ await startWorker({
   consumer: 'projection',
   natsUrl: config.NATS_URL,
   ackWaitMs: config.MEMSTREAM_ACK_WAIT_MS,
-  // One at a time keeps the view in log order; the compare-and-set makes replicas safe too.
-  concurrency: 1,
+  // Several at once: the compare-and-set makes concurrent writes to one document safe, and the
+  // reducer gives the same view whatever order one document's events arrive in.
+  concurrency: config.PROJECTION_CONCURRENCY,
+  // chunked and embedded carry every chunk's text and vector but change nothing in the view:
+  // acked unread rather than decoded and validated for nothing.
+  kinds: ['submitted', 'stage-started', 'extracted', 'indexed', 'failed', 'metadata-updated', 'deleted'],
+
   log,
   setup: async (bus) => {
     mkdirSync(config.MEMSTREAM_DATA_DIR, { recursive: true });
