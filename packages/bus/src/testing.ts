@@ -41,6 +41,7 @@ export function submittedEvent(content: string, over: Omit<Partial<DocumentSubmi
       filepath: null,
       taskType: 'memory',
       dreaming: 'dynamic',
+      metadataVersion: 0,
       ...data,
     },
   };

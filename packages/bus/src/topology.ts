@@ -20,6 +20,7 @@ export const DEFAULT_POLICIES: Record<ConsumerName, ConsumerPolicy> = {
   chunker: { ackWaitMs: 30_000, maxDeliver: 6, maxAckPending: 256 },
   embedder: { ackWaitMs: 60_000, maxDeliver: 6, maxAckPending: 256 },
   indexer: { ackWaitMs: 30_000, maxDeliver: 6, maxAckPending: 256 },
+  indexerMeta: { ackWaitMs: 30_000, maxDeliver: 6, maxAckPending: 256 },
   projection: { ackWaitMs: 30_000, maxDeliver: 10, maxAckPending: 1024 },
 };
 

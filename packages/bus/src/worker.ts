@@ -15,8 +15,15 @@ export interface WorkerOptions {
   stage?: Stage;
   skipStale?: boolean;
   kinds?: readonly EventKind[];
-  /** Build the handler and its ports once the bus is up; `close` releases the ports at shutdown. */
-  setup(bus: Bus): Promise<{ handle: Handler; close?: () => Promise<void> | void }>;
+  /**
+   * Build the handler and its ports once the bus is up; `close` releases the ports at shutdown.
+   * `more` are further consumers of the same service (2.9 allows one filter subject per consumer).
+   */
+  setup(bus: Bus): Promise<{
+    handle: Handler;
+    close?: () => Promise<void> | void;
+    more?: Array<{ consumer: ConsumerName; handle: Handler; concurrency?: number; skipStale?: boolean }>;
+  }>;
   onOutcome?: (outcome: Outcome, event: DocumentEvent | null, ms: number) => void;
 }
 
@@ -30,7 +37,7 @@ export async function startWorker(opts: WorkerOptions): Promise<void> {
     const bus = await connectBus({ url: opts.natsUrl, name: `memstream-${opts.consumer}`, log });
     // Every process applies the same topology, with the same overrides, so none undoes another's.
     await ensureTopology(bus.jsm, { ackWaitMs: opts.ackWaitMs });
-    const { handle, close } = await opts.setup(bus);
+    const { handle, close, more = [] } = await opts.setup(bus);
     const runner = runConsumer({
       bus,
       consumer: opts.consumer,
@@ -43,8 +50,11 @@ export async function startWorker(opts: WorkerOptions): Promise<void> {
       ...(opts.kinds ? { kinds: opts.kinds } : {}),
       ...(opts.onOutcome ? { onOutcome: opts.onOutcome } : {}),
     });
+    const others = more.map((m) =>
+      runConsumer({ bus, consumer: m.consumer, log, handle: m.handle, concurrency: m.concurrency ?? opts.concurrency, ...(m.skipStale ? { skipStale: true } : {}) }),
+    );
     onShutdown(log, [
-      ['stop consuming', () => runner.stop()],
+      ['stop consuming', () => Promise.all([runner, ...others].map((r) => r.stop()))],
       ['drain nats', () => bus.close()],
       ['close stores', () => close?.()],
     ]);

@@ -35,6 +35,8 @@ export const DocumentSubmittedData = z.object({
   filepath: z.string().nullable(),
   taskType: z.enum(['memory', 'superrag']),
   dreaming: z.enum(['dynamic', 'instant']),
+  /** The metadata version these tags and metadata come from (see metadata-updated): a later update wins over them. */
+  metadataVersion: z.number().int().nonnegative(),
 });
 export type DocumentSubmittedData = z.infer<typeof DocumentSubmittedData>;
 
@@ -87,9 +89,15 @@ export const IndexedData = z.object({
 export const FailedData = z.object({ stage: Stage, reason: z.string(), class: FailureClass });
 export type FailedData = z.infer<typeof FailedData>;
 
+/**
+ * Tags and metadata changed in place (no new revision, no reprocessing). Carries the full
+ * resulting values and a per-document version, so whatever order updates are applied in, the
+ * highest version wins.
+ */
 export const MetadataUpdatedData = z.object({
-  metadata: Metadata.optional(),
-  containerTags: z.array(ContainerTag).optional(),
+  metadata: Metadata,
+  containerTags: z.array(ContainerTag),
+  version: z.number().int().positive(),
 });
 
 export const DeletedData = z.object({ reason: z.enum(['api', 'bulk']).default('api') });

@@ -1,5 +1,6 @@
 import { z } from 'zod';
-import { ContainerTag, CustomId, DocumentStatus, DocumentType, EntityContext, FailureClass, Metadata, Stage } from './common.js';
+import { ContainerTag, CustomId, DocumentStatus, DocumentType, EntityContext, FailureClass, FileType, Metadata, Stage } from './common.js';
+import { Filters } from './filters.js';
 
 /** Every 4xx/5xx body. `details` names the field and what is wrong with it. */
 export const ErrorBody = z.object({ error: z.string(), details: z.string().optional() });
@@ -56,3 +57,190 @@ export const DocumentResponse = z.object({
   chunkCount: z.number().int().nonnegative(),
 });
 export type DocumentResponse = z.infer<typeof DocumentResponse>;
+
+const TaskType = z.enum(['memory', 'superrag']);
+const Dreaming = z.enum(['dynamic', 'instant']);
+
+/** A count that may come as a number or as a string of digits (the SDK allows both). */
+const countish = (name: string, min: number, max: number, def: number) =>
+  z
+    .union([z.number(), z.string().regex(/^\s*\d+\s*$/, `${name} must be a whole number`)], { error: `${name} must be a number` })
+    .transform((v) => Number(v))
+    .pipe(z.number().int(`${name} must be a whole number`).min(min, `${name} must be at least ${min}`).max(max, `${name} must be at most ${max}`))
+    .default(def);
+
+const boolish = z.union([z.boolean(), z.enum(['true', 'false']).transform((v) => v === 'true')]);
+
+/** PATCH /v3/documents/{id} — the SDK's DocumentUpdateParams. */
+export const UpdateDocumentRequest = z
+  .object({
+    content: z.string().min(1, 'content must not be empty').optional(),
+    metadata: Metadata.optional(),
+    containerTag: ContainerTag.optional(),
+    containerTags: z.array(ContainerTag).max(100).optional(),
+    customId: CustomId.optional(),
+    filepath: z.string().max(1024).optional(),
+    taskType: TaskType.optional(),
+  })
+  .strict();
+export type UpdateDocumentRequest = z.infer<typeof UpdateDocumentRequest>;
+
+/** POST /v3/documents/list — the SDK's DocumentListParams. */
+export const ListDocumentsRequest = z
+  .object({
+    limit: countish('limit', 1, 200, 50),
+    page: countish('page', 1, 1_000_000, 1),
+    containerTags: z.array(ContainerTag).max(100).optional(),
+    sort: z.enum(['createdAt', 'updatedAt'], { error: 'sort must be createdAt or updatedAt' }).default('createdAt'),
+    order: z.enum(['asc', 'desc'], { error: 'order must be asc or desc' }).default('desc'),
+    filters: Filters.optional(),
+    includeContent: boolish.default(false),
+    /** Exact path, or a prefix when it ends with '/'. */
+    filepath: z.string().max(1024).optional(),
+  })
+  .strict();
+export type ListDocumentsRequest = z.infer<typeof ListDocumentsRequest>;
+
+/** One document in a list answer: the SDK's DocumentListResponse.Memory. */
+export const DocumentListItem = DocumentResponse.pick({
+  id: true,
+  customId: true,
+  connectionId: true,
+  title: true,
+  summary: true,
+  type: true,
+  status: true,
+  metadata: true,
+  containerTags: true,
+  filepath: true,
+  url: true,
+  createdAt: true,
+  updatedAt: true,
+}).extend({ content: z.string().nullable().optional() });
+export type DocumentListItem = z.infer<typeof DocumentListItem>;
+
+export const ListDocumentsResponse = z.object({
+  memories: z.array(DocumentListItem),
+  pagination: z.object({ currentPage: z.number(), totalPages: z.number(), totalItems: z.number(), limit: z.number() }),
+});
+export type ListDocumentsResponse = z.infer<typeof ListDocumentsResponse>;
+
+/** GET /v3/documents/processing */
+export const ProcessingResponse = z.object({
+  documents: z.array(
+    DocumentResponse.pick({ id: true, customId: true, title: true, type: true, status: true, metadata: true, containerTags: true, createdAt: true, updatedAt: true }),
+  ),
+  totalCount: z.number(),
+});
+export type ProcessingResponse = z.infer<typeof ProcessingResponse>;
+
+/** One item of POST /v3/documents/batch: a document, or just its content. */
+export const BatchItem = z.union([
+  z.string().min(1, 'content must not be empty'),
+  z.object({
+    content: z.string({ error: 'content is required and must be a string' }).min(1, 'content must not be empty'),
+    customId: CustomId.optional(),
+    containerTag: ContainerTag.optional(),
+    containerTags: z.array(ContainerTag).max(100).optional(),
+    metadata: Metadata.optional(),
+    filepath: z.string().max(1024).optional(),
+    taskType: TaskType.optional(),
+    entityContext: EntityContext.optional(),
+  }),
+]);
+export type BatchItem = z.infer<typeof BatchItem>;
+
+export const BATCH_MAX = 100;
+
+/** POST /v3/documents/batch — the SDK's DocumentBatchAddParams. Items are validated one by one. */
+export const BatchAddRequest = z.object({
+  documents: z.array(z.unknown(), { error: 'documents must be an array' }).min(1, 'documents must not be empty').max(BATCH_MAX, `at most ${BATCH_MAX} documents per batch`),
+  containerTag: ContainerTag.optional(),
+  containerTags: z.array(ContainerTag).max(100).optional(),
+  metadata: Metadata.optional(),
+  filepath: z.string().max(1024).optional(),
+  taskType: TaskType.optional(),
+  content: z.null().optional(),
+});
+export type BatchAddRequest = z.infer<typeof BatchAddRequest>;
+
+export const BatchAddResponse = z.object({
+  results: z.array(z.object({ id: z.string(), status: z.string(), error: z.string().optional(), details: z.string().optional() })),
+  success: z.number(),
+  failed: z.number(),
+});
+export type BatchAddResponse = z.infer<typeof BatchAddResponse>;
+
+/** DELETE /v3/documents/bulk — by ids, by container tags, or by filepath. */
+export const BulkDeleteRequest = z
+  .object({
+    ids: z.array(z.string().min(1).max(128)).max(1000, 'at most 1000 ids per request').optional(),
+    containerTags: z.array(ContainerTag).max(100).optional(),
+    filepath: z.string().min(1).max(1024).optional(),
+  })
+  .strict()
+  .refine((b) => b.ids !== undefined || b.containerTags !== undefined || b.filepath !== undefined, {
+    message: 'send ids, containerTags or filepath',
+  });
+export type BulkDeleteRequest = z.infer<typeof BulkDeleteRequest>;
+
+export const BulkDeleteResponse = z.object({
+  success: z.boolean(),
+  deletedCount: z.number(),
+  errors: z.array(z.object({ id: z.string(), error: z.string() })).optional(),
+  containerTags: z.array(z.string()).optional(),
+});
+export type BulkDeleteResponse = z.infer<typeof BulkDeleteResponse>;
+
+/** A JSON object sent as a multipart string field. */
+const jsonField = <T extends z.ZodType>(name: string, schema: T) =>
+  z
+    .string()
+    .transform((v, ctx) => {
+      try {
+        return JSON.parse(v) as unknown;
+      } catch {
+        ctx.addIssue({ code: 'custom', message: `${name} must be a JSON string` });
+        return z.NEVER;
+      }
+    })
+    .pipe(schema);
+
+/** POST /v3/documents/file — every multipart field of the spec, as the strings they arrive as. */
+export const UploadFileFields = z
+  .object({
+    containerTag: ContainerTag.optional(),
+    /** Deprecated: a JSON array string, or one bare tag. */
+    containerTags: z
+      .string()
+      .transform((v, ctx) => {
+        const t = v.trim();
+        if (!t.startsWith('[')) return [t];
+        try {
+          return JSON.parse(t) as unknown;
+        } catch {
+          ctx.addIssue({ code: 'custom', message: 'containerTags must be a JSON array string or a single tag' });
+          return z.NEVER;
+        }
+      })
+      .pipe(z.array(ContainerTag).max(100))
+      .optional(),
+    fileType: FileType.optional(),
+    mimeType: z.string().regex(/^[\w.+-]+\/[\w.+-]+$/, 'mimeType must be an exact MIME type such as image/png').optional(),
+    metadata: jsonField('metadata', Metadata).optional(),
+    filterByMetadata: jsonField('filterByMetadata', FilterByMetadata).optional(),
+    filepath: z.string().max(1024).optional(),
+    useAdvancedProcessing: z.string().optional(),
+    customId: CustomId.optional(),
+    entityContext: EntityContext.optional(),
+    taskType: TaskType.optional(),
+    dreaming: Dreaming.optional(),
+  })
+  .strict()
+  .refine((f) => !(f.fileType === 'image' || f.fileType === 'video') || f.mimeType !== undefined, {
+    message: 'mimeType is required when fileType is image or video',
+    path: ['mimeType'],
+  });
+export type UploadFileFields = z.infer<typeof UploadFileFields>;
+
+export const MAX_UPLOAD_BYTES = 50 * 1024 * 1024;

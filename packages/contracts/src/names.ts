@@ -35,6 +35,8 @@ export const CONSUMERS = {
   chunker: { durable: 'chunker', filter: 'doc.*.extracted' },
   embedder: { durable: 'embedder', filter: 'doc.*.chunked' },
   indexer: { durable: 'indexer', filter: 'doc.*.embedded' },
+  /** nats-server 2.9 allows one filter subject per consumer: the indexer's second consumer follows tag and metadata changes. */
+  indexerMeta: { durable: 'indexer-meta', filter: 'doc.*.metadata-updated' },
   projection: { durable: 'projection', filter: 'doc.>' },
 } as const;
 export type ConsumerName = keyof typeof CONSUMERS;

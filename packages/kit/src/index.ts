@@ -3,3 +3,4 @@ export * from './errors.js';
 export * from './env.js';
 export * from './lifecycle.js';
 export * from './ids.js';
+export * from './conversation.js';

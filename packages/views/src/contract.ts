@@ -38,6 +38,7 @@ function makeView(id: string, overrides: Partial<DocumentView> = {}): DocumentVi
     contentHash: null,
     error: null,
     chunkCount: 0,
+    metadataVersion: 0,
     createdAt: at(0),
     updatedAt: at(0),
     version: 0,

@@ -37,8 +37,10 @@ export function evolve(view: DocumentView | null, event: DocumentEvent): Documen
         url: null,
         filepath: d.filepath,
         source: view?.source ?? null,
-        metadata: d.metadata,
-        containerTags: d.containerTags,
+        // A metadata update newer than the one this submission was based on keeps its values.
+        ...(view && view.metadataVersion > d.metadataVersion
+          ? { metadata: view.metadata, containerTags: view.containerTags, metadataVersion: view.metadataVersion }
+          : { metadata: d.metadata, containerTags: d.containerTags, metadataVersion: d.metadataVersion }),
         taskType: d.taskType,
         contentHash: d.contentHash,
         error: null,
@@ -77,13 +79,8 @@ export function evolve(view: DocumentView | null, event: DocumentEvent): Documen
       return { ...view, status: 'failed', error: { ...event.data }, updatedAt: at };
     }
     case 'document.metadata-updated.v1': {
-      if (!view) return view;
-      return {
-        ...view,
-        metadata: event.data.metadata ?? view.metadata,
-        containerTags: event.data.containerTags ?? view.containerTags,
-        updatedAt: at,
-      };
+      if (!view || event.data.version <= view.metadataVersion) return view;
+      return { ...view, metadata: event.data.metadata, containerTags: event.data.containerTags, metadataVersion: event.data.version, updatedAt: at };
     }
     case 'document.deleted.v1': {
       if (!view) return null;

@@ -175,6 +175,7 @@ function toStored(view: DocumentView, version: number): StoredView {
     contentHash: view.contentHash,
     error: view.error,
     chunkCount: view.chunkCount,
+    metadataVersion: view.metadataVersion,
     createdAt: view.createdAt,
     updatedAt: view.updatedAt,
     version,
@@ -200,6 +201,7 @@ function fromStored(doc: StoredView): DocumentView {
     contentHash: doc.contentHash,
     error: doc.error,
     chunkCount: doc.chunkCount,
+    metadataVersion: doc.metadataVersion ?? 0,
     createdAt: doc.createdAt,
     updatedAt: doc.updatedAt,
     version: doc.version,
@@ -221,10 +223,13 @@ export function toMetadataEntries(metadata: Record<string, unknown>): MetadataEn
 }
 
 /** The MongoDB query selecting what a `ListQuery` selects (paging and sorting aside). */
-export function listQueryToMongo(query: Pick<ListQuery, 'containerTags' | 'statuses' | 'filter'>): Document {
+export function listQueryToMongo(query: Pick<ListQuery, 'containerTags' | 'statuses' | 'filter' | 'filepath'>): Document {
   const parts: Document[] = [];
   if (query.containerTags && query.containerTags.length > 0) parts.push({ containerTags: { $in: query.containerTags } });
   if (query.statuses && query.statuses.length > 0) parts.push({ status: { $in: query.statuses } });
+  if (query.filepath !== undefined) {
+    parts.push(query.filepath.endsWith('/') ? { filepath: { $regex: '^' + query.filepath.replace(/[.*+?^${}()|[\]\\]/g, '\\$&') } } : { filepath: query.filepath });
+  }
   if (query.filter) parts.push(filterToMongo(query.filter));
   if (parts.length === 0) return {};
   return parts.length === 1 ? (parts[0] as Document) : { $and: parts };

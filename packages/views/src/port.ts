@@ -21,6 +21,8 @@ export interface DocumentView {
   contentHash: string | null;
   error: { stage: Stage; reason: string; class: FailureClass } | null;
   chunkCount: number;
+  /** The metadata version the tags and metadata come from: a lower one never overwrites them. */
+  metadataVersion: number;
   createdAt: string;
   updatedAt: string;
   /** Optimistic-concurrency token: bumped by every successful put. */
@@ -35,6 +37,8 @@ export interface ListQuery {
   statuses?: DocumentStatus[];
   /** Metadata filter with exactly the semantics of `matchesFilter`, evaluated inside the store. */
   filter?: FilterExpr;
+  /** An exact filepath, or every path under it when it ends with '/'. */
+  filepath?: string;
   sort: 'createdAt' | 'updatedAt';
   /** Direction of the sort; documents with equal sort keys are ordered by id in the same direction. */
   order: 'asc' | 'desc';

@@ -22,6 +22,7 @@ type Body = Pick<
   | 'contentHash'
   | 'error'
   | 'chunkCount'
+  | 'metadataVersion'
 >;
 
 interface Row {
@@ -136,6 +137,13 @@ export class SqliteDocumentViews implements DocumentViews {
         params: [JSON.stringify(query.containerTags)],
       });
     }
+    if (query.filepath !== undefined) {
+      where.push(
+        query.filepath.endsWith('/')
+          ? { sql: "substr(json_extract(d.body, '$.filepath'), 1, length(?)) = ?", params: [query.filepath, query.filepath] }
+          : { sql: "json_extract(d.body, '$.filepath') = ?", params: [query.filepath] },
+      );
+    }
     if (query.statuses && query.statuses.length > 0) {
       where.push({ sql: 'd.status IN (SELECT value FROM json_each(?))', params: [JSON.stringify(query.statuses)] });
     }
@@ -242,6 +250,7 @@ function toBody(view: DocumentView): Body {
     contentHash: view.contentHash,
     error: view.error,
     chunkCount: view.chunkCount,
+    metadataVersion: view.metadataVersion,
   };
 }
 
@@ -265,6 +274,7 @@ function fromRow(row: Row): DocumentView {
     contentHash: body.contentHash,
     error: body.error,
     chunkCount: body.chunkCount,
+    metadataVersion: body.metadataVersion ?? 0,
     createdAt: row.created_at,
     updatedAt: row.updated_at,
     version: row.version,

@@ -1,12 +1,14 @@
 import path from 'node:path';
 import { mkdirSync } from 'node:fs';
 import type { Server } from 'node:http';
-import { connectBus, ensureTopology } from '@memstream/bus';
+import { blobStore, connectBus, ensureTopology } from '@memstream/bus';
+import { openChunkIndex } from '@memstream/chunk-index';
 import { createLogger, errorMessage, onShutdown } from '@memstream/kit';
 import { openDocumentViews } from '@memstream/views';
 import { loadConfig } from './config.js';
 import { createApp } from './app.js';
 import { jetstreamEventLog } from './adapters/event-log.js';
+import { kvTagContexts } from './adapters/tag-contexts.js';
 
 const config = loadConfig();
 const log = createLogger('gateway', { level: config.LOG_LEVEL });
@@ -19,14 +21,22 @@ try {
     sqlitePath: path.join(config.MEMSTREAM_DATA_DIR, 'views.sqlite'),
     ...(config.MONGODB_URL ? { mongodbUrl: config.MONGODB_URL } : {}),
   });
+  const index = await openChunkIndex({
+    sqlitePath: path.join(config.MEMSTREAM_DATA_DIR, 'index.sqlite'),
+    ...(config.QDRANT_URL ? { qdrantUrl: config.QDRANT_URL } : {}),
+    ...(config.QDRANT_API_KEY ? { qdrantApiKey: config.QDRANT_API_KEY } : {}),
+  });
+  const blobs = blobStore(bus);
+  const ports = { views, index, blobs, events: jetstreamEventLog(bus), tagContexts: await kvTagContexts(bus), now: () => new Date() };
   const app = createApp({
-    ports: { views, events: jetstreamEventLog(bus), now: () => new Date() },
+    ports,
     apiKey: config.MEMSTREAM_API_KEY,
     log,
     jsonLimit: config.MEMSTREAM_JSON_LIMIT,
     ready: async () => {
       await bus.jsm.getAccountInfo();
       await views.ping();
+      await index.ping();
     },
   });
   const server: Server = await new Promise((resolve, reject) => {
@@ -38,7 +48,7 @@ try {
   onShutdown(log, [
     ['stop accepting requests', () => new Promise<void>((r) => server.close(() => r()))],
     ['drain nats', () => bus.close()],
-    ['close stores', () => views.close()],
+    ['close stores', async () => Promise.all([views.close(), index.close()])],
   ]);
   log.info({ url: `http://${config.MEMSTREAM_HOST}:${port}`, port }, 'ready');
 } catch (err) {

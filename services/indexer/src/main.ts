@@ -1,10 +1,10 @@
 import path from 'node:path';
 import { mkdirSync } from 'node:fs';
-import { startWorker } from '@memstream/bus';
+import { latestRevision, startWorker } from '@memstream/bus';
 import { openChunkIndex } from '@memstream/chunk-index';
 import { createLogger } from '@memstream/kit';
 import { loadConfig } from './config.js';
-import { createIndexHandler } from './handlers/index.js';
+import { createIndexHandler, createMetadataHandler } from './handlers/index.js';
 import { scopeFromLog } from './adapters/scope-from-log.js';
 
 const config = loadConfig();
@@ -25,6 +25,15 @@ await startWorker({
       ...(config.QDRANT_URL ? { qdrantUrl: config.QDRANT_URL } : {}),
       ...(config.QDRANT_API_KEY ? { qdrantApiKey: config.QDRANT_API_KEY } : {}),
     });
-    return { handle: createIndexHandler({ index, documentScope: scopeFromLog(bus) }), close: () => index.close() };
+    const ports = {
+      index,
+      documentScope: scopeFromLog(bus),
+      isDeleted: async (id: string) => (await latestRevision(bus, id)).deleted,
+    };
+    return {
+      handle: createIndexHandler(ports),
+      more: [{ consumer: 'indexerMeta' as const, handle: createMetadataHandler(ports), skipStale: true }],
+      close: () => index.close(),
+    };
   },
 });

@@ -29,6 +29,7 @@ await startWorker({
       ...(config.MONGODB_URL ? { mongodbUrl: config.MONGODB_URL } : {}),
     });
     const lastSubmitted = async (id: string) => ((await lastEvent(bus, id, 'submitted'))?.event as DocumentSubmitted | undefined) ?? null;
-    return { handle: createProjectionHandler(views, { lastSubmitted }), close: () => views.close() };
+    const tombstoneRevision = async (id: string) => (await lastEvent(bus, id, 'deleted'))?.event.revision ?? 0;
+    return { handle: createProjectionHandler(views, { lastSubmitted, tombstoneRevision }), close: () => views.close() };
   },
 });

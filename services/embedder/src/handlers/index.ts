@@ -2,23 +2,39 @@ import { follow, type Handler } from '@memstream/bus';
 import { encodeVector } from '@memstream/contracts';
 import type { Embedder } from '@memstream/embedder';
 
-/** chunked → stage-started(embedding), then embedded: one vector per chunk, in batches. */
-export function createEmbedHandler(ports: { embedder: Embedder; batch: number }): Handler {
+export interface EmbedderPorts {
+  embedder: Embedder;
+  batch: number;
+  /**
+   * Vectors this document already has, by chunk hash, for this model: the previous revision's
+   * embedded event in the log. A re-ingested document embeds only the chunks whose text is new.
+   */
+  previousVectors?: (documentId: string, model: string) => Promise<Map<string, string>>;
+}
+
+/** chunked → stage-started(embedding), then embedded: one vector per chunk, computed in batches or reused. */
+export function createEmbedHandler(ports: EmbedderPorts): Handler {
   const { embedder, batch } = ports;
   return async (event, ctx) => {
     if (event.type !== 'document.chunked.v1') return [];
     await ctx.emit(follow(event, 'document.stage-started.v1', { stage: 'embedding' }));
     const chunks = event.data.chunks;
-    const vectors: Float32Array[] = [];
-    for (let i = 0; i < chunks.length; i += batch) {
-      vectors.push(...(await embedder.embed(chunks.slice(i, i + batch).map((c) => c.text))));
+    const known = (await ports.previousVectors?.(event.documentId, embedder.model)) ?? new Map<string, string>();
+    const vectors = new Map<string, string>();
+    const todo = [...new Set(chunks.map((c) => c.hash).filter((h) => !known.has(h)))];
+    const textOf = new Map(chunks.map((c) => [c.hash, c.text]));
+    for (let i = 0; i < todo.length; i += batch) {
+      const hashes = todo.slice(i, i + batch);
+      const out = await embedder.embed(hashes.map((h) => textOf.get(h)!));
+      hashes.forEach((h, j) => vectors.set(h, encodeVector(out[j]!)));
     }
+    if (todo.length < chunks.length) ctx.log.info({ computed: todo.length, reused: chunks.length - todo.length }, 'reused vectors of unchanged chunks');
     return [
       follow(event, 'document.embedded.v1', {
         model: embedder.model,
         dim: embedder.dim,
-        computed: chunks.length,
-        chunks: chunks.map((c, i) => ({ ...c, vector: encodeVector(vectors[i]!) })),
+        computed: todo.length,
+        chunks: chunks.map((c) => ({ ...c, vector: vectors.get(c.hash) ?? known.get(c.hash)! })),
       }),
     ];
   };

@@ -1,24 +1,39 @@
-import { lastEvent, latestRevision, publishEvent, type Bus } from '@memstream/bus';
-import type { DocumentSubmitted } from '@memstream/contracts';
-import type { EventLog } from '../handlers/documents.js';
+import { lastEvent, publishEvent, type Bus } from '@memstream/bus';
+import { STREAM_DOCS, type DocumentSubmitted } from '@memstream/contracts';
+import type { DocumentHead, EventLog } from '../handlers/documents.js';
 
-/** The gateway's EventLog over JetStream: direct reads of a document's last events, and validated publishes. */
+/** The gateway's EventLog over JetStream: direct reads of a document's last events, validated publishes, purges. */
 export function jetstreamEventLog(bus: Bus): EventLog {
   return {
-    async head(documentId) {
-      const [latest, sub] = await Promise.all([latestRevision(bus, documentId), lastEvent(bus, documentId, 'submitted')]);
+    async head(documentId): Promise<DocumentHead> {
+      const [sub, del, meta] = await Promise.all([
+        lastEvent(bus, documentId, 'submitted'),
+        lastEvent(bus, documentId, 'deleted'),
+        lastEvent(bus, documentId, 'metadata-updated'),
+      ]);
+      const subRev = sub?.event.revision ?? 0;
+      const delRev = del?.event.revision ?? 0;
+      const deleted = del !== null && delRev >= subRev;
       return {
         submitted: (sub?.event as DocumentSubmitted | undefined) ?? null,
         submittedSeq: sub?.seq ?? 0,
-        revision: latest.revision,
-        deleted: latest.deleted,
+        revision: Math.max(subRev, delRev),
+        deleted,
+        metadataUpdate: !deleted && meta?.event.type === 'document.metadata-updated.v1' ? meta.event.data : null,
+        metadataSeq: meta?.seq ?? 0,
       };
     },
     async publish(event, opts = {}) {
-      await publishEvent(bus, event, {
-        ...(opts.expectLastSubmittedSeq !== undefined ? { expectLastSubjectSequence: opts.expectLastSubmittedSeq } : {}),
+      const ack = await publishEvent(bus, event, {
+        ...(opts.expectLastSeq !== undefined ? { expectLastSubjectSequence: opts.expectLastSeq } : {}),
         ...(opts.headers ? { headers: opts.headers } : {}),
       });
+      return ack.seq;
+    },
+    async purgeBefore(documentId, seq) {
+      // Everything of the document below its tombstone; the tombstone stays so every consumer sees it.
+      const r = await bus.jsm.streams.purge(STREAM_DOCS, { filter: `doc.${documentId}.>`, seq });
+      return r.purged;
     },
   };
 }

@@ -1,42 +1,183 @@
 import {
   AddDocumentRequest,
+  BatchAddRequest,
+  BatchItem,
+  BulkDeleteRequest,
+  CUSTOM_ID_PATTERN,
   DOCUMENT_ID_PATTERN,
+  ListDocumentsRequest,
+  UpdateDocumentRequest,
+  type BatchAddResponse,
+  type BulkDeleteResponse,
   type DocumentEvent,
+  type DocumentListItem,
   type DocumentResponse,
   type DocumentSubmitted,
+  type DocumentSubmittedData,
+  type ListDocumentsResponse,
+  type Metadata,
+  type ProcessingResponse,
+  type SubmittedInput,
 } from '@memstream/contracts';
-import { NotFoundError, RetryableError, documentIdForCustomId, newId, sha256Hex } from '@memstream/kit';
-import { evolve, type DocumentView, type DocumentViews } from '@memstream/views';
+import {
+  AppError,
+  NotFoundError,
+  RetryableError,
+  ValidationError,
+  appendConversation,
+  documentIdForCustomId,
+  errorMessage,
+  looksLikeConversation,
+  newId,
+  sha256Hex,
+} from '@memstream/kit';
+import { canonical, evolve, type DocumentView, type DocumentViews } from '@memstream/views';
+import { ZodError } from 'zod';
+
+/** A document's latest state as the log has it: what the gateway decides from, without waiting for the projection. */
+export interface DocumentHead {
+  submitted: DocumentSubmitted | null;
+  submittedSeq: number;
+  /** The newest revision, submitted or deleted. */
+  revision: number;
+  deleted: boolean;
+  /** The newest metadata-updated event, if any. */
+  metadataUpdate: { version: number; metadata: Metadata; containerTags: string[] } | null;
+  metadataSeq: number;
+}
 
 /** What the gateway needs of the event log. */
 export interface EventLog {
-  /** The newest submission of a document (with its stream sequence) and the newest revision, deleted or not. */
-  head(documentId: string): Promise<{ submitted: DocumentSubmitted | null; submittedSeq: number; revision: number; deleted: boolean }>;
-  /** Publish; with `expectLastSubmittedSeq`, only if no other submission of this document came in between. */
-  publish(event: DocumentEvent, opts?: { expectLastSubmittedSeq?: number; headers?: Record<string, string> }): Promise<void>;
+  head(documentId: string): Promise<DocumentHead>;
+  /**
+   * Publish; with `expectLastSeq`, only if the last message on the event's own subject still has
+   * that sequence (0: none), so two concurrent writers of one document cannot both win.
+   * Returns the event's stream sequence.
+   */
+  publish(event: DocumentEvent, opts?: { expectLastSeq?: number; headers?: Record<string, string> }): Promise<number>;
+  /** Remove every event of a document below `seq` (its tombstone), so deletion is permanent in the log too. */
+  purgeBefore(documentId: string, seq: number): Promise<number>;
+}
+
+/** entityContext persists on a container tag and applies to later documents of the tag. */
+export interface TagContexts {
+  get(tag: string): Promise<string | null>;
+  set(tag: string, context: string): Promise<void>;
 }
 
 export interface GatewayPorts {
   views: DocumentViews;
   events: EventLog;
+  /** Removing a deleted document's chunks and blobs. */
+  index: { deleteDocument(documentId: string): Promise<number> };
+  blobs: { deleteDocument(documentId: string): Promise<number> };
+  tagContexts: TagContexts;
   now(): Date;
 }
 
-/** A publish refused because another submission of the same document won the race. */
+/** A publish refused because another write to the same document won the race. */
 export function isConcurrencyConflict(err: unknown): boolean {
   return /wrong last sequence/i.test(String((err as Error)?.message ?? err));
 }
 
+/** The tags and metadata a document has now: its submission's, unless a later metadata update replaced them. */
+function currentScope(head: DocumentHead): { containerTags: string[]; metadata: Metadata; version: number } {
+  const sub = head.submitted?.data;
+  const upd = head.metadataUpdate;
+  if (upd && (!sub || upd.version > sub.metadataVersion)) return { containerTags: upd.containerTags, metadata: upd.metadata, version: upd.version };
+  return { containerTags: sub?.containerTags ?? [], metadata: sub?.metadata ?? {}, version: sub?.metadataVersion ?? 0 };
+}
+
+function latestMetadataVersion(head: DocumentHead): number {
+  return Math.max(head.metadataUpdate?.version ?? 0, head.submitted?.data.metadataVersion ?? 0);
+}
+
+/** What one add, upload, batch item or content PATCH asks for. Absent tags or metadata keep the document's. */
+export interface Submission {
+  /** Set by PATCH; otherwise derived from customId, or new. */
+  documentId?: string;
+  customId: string | null;
+  input: SubmittedInput;
+  contentHash: string;
+  containerTags?: string[];
+  metadata?: Metadata;
+  entityContext?: string;
+  filterByMetadata?: DocumentSubmittedData['filterByMetadata'];
+  fileType?: DocumentSubmittedData['fileType'];
+  mimeType?: string;
+  filepath?: string;
+  taskType?: DocumentSubmittedData['taskType'];
+  dreaming?: DocumentSubmittedData['dreaming'];
+  /** An add with a customId: new conversation messages are appended rather than replacing the document. */
+  appendable: boolean;
+}
+
+function sameScope(a: { containerTags: string[]; metadata: Metadata }, b: { containerTags: string[]; metadata: Metadata }): boolean {
+  return canonical([...a.containerTags].sort()) === canonical([...b.containerTags].sort()) && canonical(a.metadata) === canonical(b.metadata);
+}
+
+async function entityContextFor(ports: GatewayPorts, tags: string[], given: string | undefined): Promise<string | null> {
+  if (given !== undefined) {
+    for (const t of tags) await ports.tagContexts.set(t, given);
+    return given;
+  }
+  for (const t of tags) {
+    const c = await ports.tagContexts.get(t);
+    if (c) return c;
+  }
+  return null;
+}
+
 /**
- * Accept a document: validate, pick its id, and append `submitted` with the next revision.
- * Answers only after JetStream has acknowledged the event, so nothing accepted is lost.
+ * Accept content for a document. The rules for an existing document (same customId, or PATCH):
+ * - the same content again: nothing is reprocessed; changed tags or metadata are updated in
+ *   place; the answer is the document's status (done, once it is) — unless it failed, in which
+ *   case it is processed again;
+ * - new conversation messages for a conversation (add with a customId): appended;
+ * - anything else: a new revision, processed again (the embedder reuses the vectors of chunks
+ *   whose text did not change, and the indexer drops the chunks that are gone).
+ * Answers only after JetStream acknowledged the event, so nothing accepted is lost.
  */
-export async function addDocument(ports: GatewayPorts, body: unknown, headers: Record<string, string> = {}): Promise<{ id: string; status: 'queued' }> {
-  const req = AddDocumentRequest.parse(body);
-  const documentId = req.customId ? documentIdForCustomId(req.customId) : newId();
-  const containerTags = [...new Set([...(req.containerTag ? [req.containerTag] : []), ...(req.containerTags ?? [])])];
+export async function submit(ports: GatewayPorts, s: Submission, headers: Record<string, string> = {}): Promise<{ id: string; status: DocumentResponse['status'] }> {
+  const documentId = s.documentId ?? (s.customId ? documentIdForCustomId(s.customId) : newId());
   for (let attempt = 0; attempt < 5; attempt++) {
     const head = await ports.events.head(documentId);
+    const live = head.submitted && !head.deleted ? head.submitted : null;
+    const scope = live ? currentScope(head) : { containerTags: [], metadata: {}, version: 0 };
+    const containerTags = s.containerTags ?? scope.containerTags;
+    const metadata = s.metadata ?? scope.metadata;
+    let input = s.input;
+    let contentHash = s.contentHash;
+
+    if (live) {
+      const prev = live.data.input;
+      const unchanged = live.data.contentHash === contentHash;
+      // New messages for a conversation: appended. Messages it already holds: nothing new.
+      let nothingNew = unchanged;
+      if (!unchanged && s.appendable && prev.kind === 'text' && input.kind === 'text' && looksLikeConversation(prev.content) && looksLikeConversation(input.content)) {
+        if (prev.content.includes(input.content.trim())) nothingNew = true;
+        else if (!input.content.startsWith(prev.content)) {
+          const content = appendConversation(prev.content, input.content);
+          input = { kind: 'text', content };
+          contentHash = sha256Hex(content);
+        }
+      }
+      if (nothingNew) {
+        const view = await ports.views.get(documentId);
+        if (view?.status !== 'failed') {
+          if (!sameScope(scope, { containerTags, metadata })) {
+            try {
+              await publishMetadata(ports, head, documentId, containerTags, metadata, headers);
+            } catch (err) {
+              if (isConcurrencyConflict(err)) continue;
+              throw err;
+            }
+          }
+          return { id: documentId, status: view?.status ?? 'queued' };
+        }
+      }
+    }
+
     const id = newId();
     const event: DocumentSubmitted = {
       id,
@@ -47,45 +188,314 @@ export async function addDocument(ports: GatewayPorts, body: unknown, headers: R
       correlationId: id,
       causationId: null,
       data: {
-        input: { kind: 'text', content: req.content },
-        contentHash: sha256Hex(req.content),
-        customId: req.customId ?? null,
+        input,
+        contentHash,
+        customId: s.customId ?? live?.data.customId ?? null,
         containerTags,
-        metadata: req.metadata ?? {},
-        entityContext: req.entityContext ?? null,
-        filterByMetadata: req.filterByMetadata ?? null,
-        fileType: null,
-        mimeType: null,
-        filepath: req.filepath ?? null,
-        taskType: req.taskType ?? 'memory',
-        dreaming: req.dreaming ?? 'dynamic',
+        metadata,
+        entityContext: await entityContextFor(ports, containerTags, s.entityContext),
+        filterByMetadata: s.filterByMetadata ?? null,
+        fileType: s.fileType ?? null,
+        mimeType: s.mimeType ?? null,
+        filepath: s.filepath ?? live?.data.filepath ?? null,
+        taskType: s.taskType ?? live?.data.taskType ?? 'memory',
+        dreaming: s.dreaming ?? 'dynamic',
+        // Computed from the newest metadata, so it wins over every update before it.
+        metadataVersion: latestMetadataVersion(head),
       },
     };
     try {
-      await ports.events.publish(event, { expectLastSubmittedSeq: head.submittedSeq, headers });
+      await ports.events.publish(event, { expectLastSeq: head.submittedSeq, headers });
       return { id: documentId, status: 'queued' };
     } catch (err) {
       if (!isConcurrencyConflict(err)) throw err;
     }
   }
-  throw new RetryableError('the document is being changed by other requests right now');
+  throw new RetryableError('the document is being changed by other requests right now; retry shortly');
+}
+
+async function publishMetadata(ports: GatewayPorts, head: DocumentHead, documentId: string, containerTags: string[], metadata: Metadata, headers: Record<string, string>): Promise<void> {
+  const id = newId();
+  await ports.events.publish(
+    {
+      id,
+      type: 'document.metadata-updated.v1',
+      documentId,
+      revision: head.revision,
+      occurredAt: ports.now().toISOString(),
+      correlationId: id,
+      causationId: null,
+      data: { metadata, containerTags, version: latestMetadataVersion(head) + 1 },
+    },
+    { expectLastSeq: head.metadataSeq, headers },
+  );
+}
+
+function tagsOf(req: { containerTag?: string | undefined; containerTags?: string[] | undefined }): string[] | undefined {
+  if (req.containerTag === undefined && req.containerTags === undefined) return undefined;
+  return [...new Set([...(req.containerTag ? [req.containerTag] : []), ...(req.containerTags ?? [])])];
+}
+
+function textSubmission(content: string, fields: Omit<Submission, 'input' | 'contentHash' | 'appendable' | 'customId'> & { customId?: string | undefined }, appendable: boolean): Submission {
+  const { customId, ...rest } = fields;
+  return { ...rest, customId: customId ?? null, input: { kind: 'text', content }, contentHash: sha256Hex(content), appendable: appendable && customId !== undefined };
+}
+
+/** Drop undefined fields, so optional properties stay absent rather than present-and-undefined. */
+function defined<T extends object>(o: T): { [K in keyof T]: Exclude<T[K], undefined> } {
+  return Object.fromEntries(Object.entries(o).filter(([, v]) => v !== undefined)) as { [K in keyof T]: Exclude<T[K], undefined> };
+}
+
+/** POST /v3/documents */
+export async function addDocument(ports: GatewayPorts, body: unknown, headers: Record<string, string> = {}) {
+  const req = AddDocumentRequest.parse(body);
+  return submit(
+    ports,
+    textSubmission(
+      req.content,
+      defined({
+        customId: req.customId,
+        containerTags: tagsOf(req),
+        metadata: req.metadata,
+        entityContext: req.entityContext,
+        filterByMetadata: req.filterByMetadata,
+        filepath: req.filepath,
+        taskType: req.taskType,
+        dreaming: req.dreaming,
+      }),
+      true,
+    ),
+    headers,
+  );
+}
+
+/** POST /v3/documents/batch: each item on its own; one bad item does not fail the others. */
+export async function batchAdd(ports: GatewayPorts, body: unknown, headers: Record<string, string> = {}): Promise<BatchAddResponse> {
+  const req = BatchAddRequest.parse(body);
+  const results: BatchAddResponse['results'] = [];
+  for (const [i, raw] of req.documents.entries()) {
+    try {
+      const parsed = BatchItem.parse(raw);
+      const item = typeof parsed === 'string' ? { content: parsed } : parsed;
+      const own = tagsOf(item);
+      results.push(
+        await submit(
+          ports,
+          textSubmission(
+            item.content,
+            defined({
+              customId: 'customId' in item ? item.customId : undefined,
+              containerTags: own ?? tagsOf(req),
+              metadata: 'metadata' in item && item.metadata ? { ...req.metadata, ...item.metadata } : req.metadata,
+              filepath: ('filepath' in item ? item.filepath : undefined) ?? req.filepath,
+              taskType: ('taskType' in item ? item.taskType : undefined) ?? req.taskType,
+              entityContext: 'entityContext' in item ? item.entityContext : undefined,
+            }),
+            true,
+          ),
+          headers,
+        ),
+      );
+    } catch (err) {
+      if (err instanceof ZodError) {
+        results.push({ id: '', status: 'error', error: 'Invalid document', details: `documents.${i}: ${err.issues.map((x) => `${x.path.join('.') || 'item'}: ${x.message}`).join('; ')}` });
+      } else if (err instanceof AppError && err.httpStatus < 500) {
+        results.push({ id: '', status: 'error', error: err.message, ...(err.details ? { details: err.details } : {}) });
+      } else {
+        throw err;
+      }
+    }
+  }
+  const failed = results.filter((r) => r.status === 'error').length;
+  return { results, success: results.length - failed, failed };
+}
+
+/** The document an id names: a document id, or a customId. */
+async function resolveId(ports: GatewayPorts, idOrCustomId: string): Promise<{ id: string; view: DocumentView | null; head: DocumentHead }> {
+  const candidates: string[] = [];
+  if (DOCUMENT_ID_PATTERN.test(idOrCustomId)) candidates.push(idOrCustomId);
+  if (CUSTOM_ID_PATTERN.test(idOrCustomId) && idOrCustomId.length <= 100) candidates.push(documentIdForCustomId(idOrCustomId));
+  for (const id of candidates) {
+    const [view, head] = await Promise.all([ports.views.get(id), ports.events.head(id)]);
+    if (head.deleted) continue;
+    if (view || head.submitted) return { id, view, head };
+  }
+  throw new NotFoundError('Document not found', `no document with id or customId ${JSON.stringify(idOrCustomId)}`);
 }
 
 /**
- * A document by id. The view store is a projection and may lag the log by a few milliseconds,
- * so a document the log has but the view does not yet is answered from its submission: GET right
- * after add never says 404.
+ * A document by id or customId. The view store is a projection and may lag the log by a few
+ * milliseconds, so a document the log has but the view does not yet is answered from its
+ * submission: GET right after add never says 404.
  */
-export async function getDocument(ports: GatewayPorts, id: string): Promise<DocumentView> {
-  if (!DOCUMENT_ID_PATTERN.test(id)) throw new NotFoundError('Document not found', `no document with id ${id}`);
-  const view = await ports.views.get(id);
-  if (view) return view;
-  const head = await ports.events.head(id);
-  if (head.submitted && !head.deleted) {
-    const v = evolve(null, head.submitted);
-    if (v) return v;
+export async function getDocument(ports: GatewayPorts, idOrCustomId: string): Promise<DocumentView> {
+  const { view, head } = await resolveId(ports, idOrCustomId);
+  // Where the view is behind the log (a revision or a metadata update not projected yet), the
+  // log's events bring it up to date; the reducer ignores whatever the view already has.
+  let v = view;
+  if (head.submitted) v = evolve(v, head.submitted);
+  if (head.metadataUpdate && v) {
+    v = evolve(v, { id: 'head', type: 'document.metadata-updated.v1', documentId: v.id, revision: head.revision, occurredAt: v.updatedAt, correlationId: 'head', causationId: null, data: head.metadataUpdate });
   }
-  throw new NotFoundError('Document not found', `no document with id ${id}`);
+  if (!v) throw new NotFoundError('Document not found', `no document with id ${JSON.stringify(idOrCustomId)}`);
+  return v;
+}
+
+/** PATCH /v3/documents/{id}: new content → reprocessed; only tags or metadata → updated in place. */
+export async function updateDocument(ports: GatewayPorts, idOrCustomId: string, body: unknown, headers: Record<string, string> = {}) {
+  const req = UpdateDocumentRequest.parse(body);
+  for (let attempt = 0; attempt < 5; attempt++) {
+    const { id, head } = await resolveId(ports, idOrCustomId);
+    const current = currentScope(head);
+    if (req.customId !== undefined && req.customId !== (head.submitted?.data.customId ?? null)) {
+      throw new ValidationError('customId cannot be changed', 'customId: a document keeps the customId it was created with');
+    }
+    const containerTags = tagsOf(req) ?? current.containerTags;
+    const metadata = req.metadata ?? current.metadata;
+    if (req.content !== undefined && head.submitted) {
+      return submit(
+        ports,
+        textSubmission(req.content, defined({ documentId: id, customId: head.submitted.data.customId ?? undefined, containerTags, metadata, filepath: req.filepath, taskType: req.taskType }), false),
+        headers,
+      );
+    }
+    const view = await ports.views.get(id);
+    if (!sameScope(current, { containerTags, metadata })) {
+      try {
+        await publishMetadata(ports, head, id, containerTags, metadata, headers);
+      } catch (err) {
+        if (isConcurrencyConflict(err)) continue;
+        throw err;
+      }
+    }
+    return { id, status: view?.status ?? 'queued' };
+  }
+  throw new RetryableError('the document is being changed by other requests right now; retry shortly');
+}
+
+/**
+ * Delete permanently: a tombstone in the log, every earlier event of the document purged, its
+ * blobs, chunks and view removed. Works at any status: deleting a document that is still being
+ * processed succeeds (the stages drop work for a deleted document).
+ */
+export async function deleteDocument(ports: GatewayPorts, idOrCustomId: string, reason: 'api' | 'bulk' = 'api'): Promise<string> {
+  const { id, head } = await resolveId(ports, idOrCustomId);
+  const eventId = newId();
+  const seq = await ports.events.publish({
+    id: eventId,
+    type: 'document.deleted.v1',
+    documentId: id,
+    revision: Math.max(1, head.revision),
+    occurredAt: ports.now().toISOString(),
+    correlationId: eventId,
+    causationId: null,
+    data: { reason },
+  });
+  await ports.events.purgeBefore(id, seq);
+  await Promise.all([ports.blobs.deleteDocument(id), ports.index.deleteDocument(id), ports.views.delete(id)]);
+  return id;
+}
+
+/** DELETE /v3/documents/bulk: by ids (each reported), by container tags, or by filepath. */
+export async function bulkDelete(ports: GatewayPorts, body: unknown): Promise<BulkDeleteResponse> {
+  const req = BulkDeleteRequest.parse(body);
+  let deletedCount = 0;
+  const errors: Array<{ id: string; error: string }> = [];
+  for (const id of req.ids ?? []) {
+    try {
+      await deleteDocument(ports, id, 'bulk');
+      deletedCount++;
+    } catch (err) {
+      if (err instanceof NotFoundError) errors.push({ id, error: 'not found' });
+      else errors.push({ id, error: errorMessage(err) });
+    }
+  }
+  if (req.containerTags || req.filepath) {
+    // Collect first, then delete: deleting while paging would shift the pages.
+    const ids: string[] = [];
+    for (let offset = 0; ; offset += 200) {
+      const page = await ports.views.list({
+        ...(req.containerTags ? { containerTags: req.containerTags } : {}),
+        ...(req.filepath ? { filepath: req.filepath } : {}),
+        sort: 'createdAt',
+        order: 'asc',
+        limit: 200,
+        offset,
+      });
+      ids.push(...page.items.map((v) => v.id));
+      if (page.items.length < 200) break;
+    }
+    for (const id of ids) {
+      try {
+        await deleteDocument(ports, id, 'bulk');
+        deletedCount++;
+      } catch (err) {
+        if (!(err instanceof NotFoundError)) errors.push({ id, error: errorMessage(err) });
+      }
+    }
+  }
+  return {
+    success: errors.length === 0,
+    deletedCount,
+    ...(req.ids ? { errors } : {}),
+    ...(req.containerTags ? { containerTags: req.containerTags } : {}),
+  };
+}
+
+/** POST /v3/documents/list */
+export async function listDocuments(ports: GatewayPorts, body: unknown): Promise<ListDocumentsResponse> {
+  const req = ListDocumentsRequest.parse(body ?? {});
+  const { items, total } = await ports.views.list({
+    ...(req.containerTags ? { containerTags: req.containerTags } : {}),
+    ...(req.filters ? { filter: req.filters } : {}),
+    ...(req.filepath ? { filepath: req.filepath } : {}),
+    sort: req.sort,
+    order: req.order,
+    limit: req.limit,
+    offset: (req.page - 1) * req.limit,
+  });
+  return {
+    memories: items.map((v) => toListItem(v, req.includeContent)),
+    pagination: { currentPage: req.page, totalPages: Math.ceil(total / req.limit), totalItems: total, limit: req.limit },
+  };
+}
+
+/** GET /v3/documents/processing: every document not yet done or failed, oldest first. */
+export async function listProcessing(ports: GatewayPorts): Promise<ProcessingResponse> {
+  const { items, total } = await ports.views.list({ statuses: ['queued', 'extracting', 'chunking', 'embedding'], sort: 'createdAt', order: 'asc', limit: 1000, offset: 0 });
+  return {
+    documents: items.map((v) => ({
+      id: v.id,
+      customId: v.customId,
+      title: v.title,
+      type: v.type,
+      status: v.status,
+      metadata: v.metadata,
+      containerTags: v.containerTags,
+      createdAt: v.createdAt,
+      updatedAt: v.updatedAt,
+    })),
+    totalCount: total,
+  };
+}
+
+export function toListItem(v: DocumentView, includeContent: boolean): DocumentListItem {
+  return {
+    id: v.id,
+    customId: v.customId,
+    connectionId: null,
+    title: v.title,
+    summary: v.summary,
+    type: v.type,
+    status: v.status,
+    metadata: v.metadata,
+    containerTags: v.containerTags,
+    filepath: v.filepath,
+    url: v.url,
+    createdAt: v.createdAt,
+    updatedAt: v.updatedAt,
+    ...(includeContent ? { content: v.content } : {}),
+  };
 }
 
 /** The wire form of a view: every field the official SDK names, null where unknown. */

@@ -6,6 +6,8 @@ export interface IndexerPorts {
   index: ChunkIndex;
   /** The document's current tags and metadata (from the log), which search filters on. */
   documentScope(documentId: string): Promise<{ containerTags: string[]; metadata: Metadata }>;
+  /** Whether the document has been deleted since (its tombstone is the newest revision). */
+  isDeleted(documentId: string): Promise<boolean>;
 }
 
 /** embedded → indexed: the index holds exactly this revision's chunks; removed chunks leave it. */
@@ -27,6 +29,21 @@ export function createIndexHandler(ports: IndexerPorts): Handler {
       ctx.log.info('index holds a newer revision: nothing to do');
       return [];
     }
+    // Deleted while we wrote (the gateway removed its chunks before our write landed): remove them again.
+    if (await ports.isDeleted(event.documentId)) {
+      await ports.index.deleteDocument(event.documentId);
+      return [];
+    }
     return [follow(event, 'document.indexed.v1', { model: d.model, dim: d.dim, chunkCount: d.chunks.length, removed: res.removed })];
+  };
+}
+
+/** metadata-updated → the chunks' tags and metadata changed in place, without re-embedding. */
+export function createMetadataHandler(ports: IndexerPorts): Handler {
+  return async (event) => {
+    if (event.type !== 'document.metadata-updated.v1') return [];
+    // Read the newest state rather than trust this event: updates may arrive out of order.
+    await ports.index.updateDocumentMeta(event.documentId, await ports.documentScope(event.documentId));
+    return [];
   };
 }

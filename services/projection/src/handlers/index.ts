@@ -6,6 +6,8 @@ import { evolve, sameView, type DocumentView, type DocumentViews } from '@memstr
 export interface ProjectionPorts {
   /** The latest submission of a document, read from the log. */
   lastSubmitted?: (documentId: string) => Promise<DocumentSubmitted | null>;
+  /** The revision of the document's tombstone, 0 when it was never deleted. */
+  tombstoneRevision?: (documentId: string) => Promise<number>;
 }
 
 /**
@@ -28,6 +30,10 @@ async function withSubmission(before: DocumentView | null, event: DocumentEvent,
 export async function applyEvent(views: DocumentViews, event: DocumentEvent, ports: ProjectionPorts = {}): Promise<'changed' | 'unchanged' | 'deleted'> {
   for (let attempt = 0; attempt < 8; attempt++) {
     const before = await views.get(event.documentId);
+    // A submission redelivered after its document was deleted must not bring it back.
+    if (before === null && event.type === 'document.submitted.v1' && ports.tombstoneRevision && (await ports.tombstoneRevision(event.documentId)) >= event.revision) {
+      return 'unchanged';
+    }
     const after = evolve(await withSubmission(before, event, ports), event);
     if (after === null) {
       if (before === null) return 'unchanged';
