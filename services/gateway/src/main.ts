@@ -9,6 +9,7 @@ import { loadConfig } from './config.js';
 import { createApp } from './app.js';
 import { jetstreamEventLog } from './adapters/event-log.js';
 import { kvTagContexts } from './adapters/tag-contexts.js';
+import { createUploadHandler } from './http/upload.js';
 
 const config = loadConfig();
 const log = createLogger('gateway', { level: config.LOG_LEVEL });
@@ -33,6 +34,7 @@ try {
     apiKey: config.MEMSTREAM_API_KEY,
     log,
     jsonLimit: config.MEMSTREAM_JSON_LIMIT,
+    uploadFile: createUploadHandler({ ports, blobs, log }),
     ready: async () => {
       await bus.jsm.getAccountInfo();
       await views.ping();
