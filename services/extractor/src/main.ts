@@ -1,7 +1,8 @@
 import { blobStore, startWorker } from '@memstream/bus';
 import { createLogger } from '@memstream/kit';
-import { loadConfig } from './config.js';
+import { fetchPolicyFrom, limitsFrom, loadConfig } from './config.js';
 import { createExtractHandler } from './handlers/index.js';
+import { createUrlFetcher } from './extractors/url.js';
 
 const config = loadConfig();
 const log = createLogger('extractor', { level: config.LOG_LEVEL });
@@ -14,5 +15,7 @@ await startWorker({
   ackWaitMs: config.MEMSTREAM_ACK_WAIT_MS,
   concurrency: config.EXTRACTOR_CONCURRENCY,
   log,
-  setup: async (bus) => ({ handle: createExtractHandler({ blobs: blobStore(bus) }) }),
+  setup: async (bus) => ({
+    handle: createExtractHandler({ blobs: blobStore(bus), fetchUrl: createUrlFetcher(fetchPolicyFrom(config)), limits: limitsFrom(config) }),
+  }),
 });

@@ -3,13 +3,17 @@ import { follow, recordingContext, submittedEvent } from '@memstream/bus';
 import { PermanentError } from '@memstream/kit';
 import { createExtractHandler, extractText, titleOf } from './index.js';
 
-const noBlobs = { get: async () => null };
+const noBlobs = { getStream: async () => null };
+const noFetch = async () => {
+  throw new Error('no network in this test');
+};
+const ports = { blobs: noBlobs, fetchUrl: noFetch, isolate: false };
 
 describe('extractor handler', () => {
   it('given a text submission, emits stage-started(extracting) then extracted with title and format', async () => {
     const ctx = recordingContext();
     const sub = submittedEvent('# Release notes\n\nThe indexer now removes stale chunks.\n\n- faster\n- safer');
-    const out = (await createExtractHandler({ blobs: noBlobs })(sub, ctx)) ?? [];
+    const out = (await createExtractHandler(ports)(sub, ctx)) ?? [];
     expect(ctx.emitted.map((e) => e.type)).toEqual(['document.stage-started.v1']);
     expect(ctx.emitted[0]).toMatchObject({ documentId: sub.documentId, revision: 1, causationId: sub.id, data: { stage: 'extracting' } });
     expect(out).toHaveLength(1);
@@ -18,27 +22,33 @@ describe('extractor handler', () => {
 
   it('derives the same event ids when the same message is delivered again', async () => {
     const sub = submittedEvent('plain words');
-    const a = await createExtractHandler({ blobs: noBlobs })(sub, recordingContext());
-    const b = await createExtractHandler({ blobs: noBlobs })(sub, recordingContext());
+    const a = await createExtractHandler(ports)(sub, recordingContext());
+    const b = await createExtractHandler(ports)(sub, recordingContext());
     expect(a?.[0]?.id).toBe(b?.[0]?.id);
     expect(a?.[0]?.id).toBe(follow(sub, 'document.extracted.v1', { title: null, type: 'text', text: '', url: null, format: 'plain' }).id);
   });
 
   it('fails permanently with "no extractable text" on whitespace', async () => {
-    await expect(createExtractHandler({ blobs: noBlobs })(submittedEvent('  \n\t '), recordingContext())).rejects.toThrow(PermanentError);
-    await expect(createExtractHandler({ blobs: noBlobs })(submittedEvent('  \n\t '), recordingContext())).rejects.toThrow('no extractable text');
+    await expect(createExtractHandler(ports)(submittedEvent('  \n\t '), recordingContext())).rejects.toThrow(PermanentError);
+    await expect(createExtractHandler(ports)(submittedEvent('  \n\t '), recordingContext())).rejects.toThrow('no extractable text');
   });
 
   it('refuses a binary upload with a reason', async () => {
-    const sub = submittedEvent('', { data: { input: { kind: 'blob', key: 'k', filename: 'x.bin', mimeType: 'application/octet-stream', size: 3, sha256: 'x' } } });
-    const blobs = { get: async () => new Uint8Array([0xff, 0xfe, 0x00, 0xc3]) };
-    await expect(createExtractHandler({ blobs })(sub, recordingContext())).rejects.toThrow(/unsupported file type/);
+    const sub = submittedEvent('', { data: { input: { kind: 'blob', key: 'k', filename: 'x.bin', mimeType: 'application/octet-stream', size: 16, sha256: 'x' } } });
+    const blobs = { getStream: async () => new Blob([new Uint8Array([0x7f, 0x45, 0x4c, 0x46, 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0])]).stream() };
+    await expect(createExtractHandler({ ...ports, blobs })(sub, recordingContext())).rejects.toThrow(/unsupported file type/);
+  });
+
+  it('keeps the speakers and turns of a conversation', async () => {
+    const sub = submittedEvent(JSON.stringify([{ role: 'user', content: 'Where is the log?' }, { role: 'assistant', content: 'In JetStream.' }]));
+    const out = (await createExtractHandler(ports)(sub, recordingContext())) ?? [];
+    expect(out[0]).toMatchObject({ type: 'document.extracted.v1', data: { format: 'conversation', text: 'user: Where is the log?\n\nassistant: In JetStream.' } });
   });
 
   it('ignores events it does not own', async () => {
     const sub = submittedEvent('x');
     const other = follow(sub, 'document.stage-started.v1', { stage: 'extracting' });
-    expect(await createExtractHandler({ blobs: noBlobs })(other, recordingContext())).toEqual([]);
+    expect(await createExtractHandler(ports)(other, recordingContext())).toEqual([]);
   });
 });
 
