@@ -43,6 +43,26 @@ function depth(e: FilterExpr): number {
   return e.op === 'cond' ? 0 : 1 + Math.max(0, ...e.items.map(depth));
 }
 
+export const MAX_FILTER_CONDITIONS = 200;
+
+/**
+ * Depth and size of a JSON value, counted without recursion: a hostile body nested thousands of
+ * levels deep must be refused with a 400, not overflow the stack of a recursive validator.
+ */
+function shape(v: unknown): { depth: number; nodes: number } {
+  let depth = 0;
+  let nodes = 0;
+  const stack: Array<[unknown, number]> = [[v, 1]];
+  while (stack.length) {
+    const [x, d] = stack.pop()!;
+    nodes++;
+    if (d > depth) depth = d;
+    if (depth > 64 || nodes > 10 * MAX_FILTER_CONDITIONS) break;
+    if (x && typeof x === 'object') for (const c of Object.values(x)) if (c && typeof c === 'object') stack.push([c, d + 1]);
+  }
+  return { depth, nodes };
+}
+
 /** A top-level filter: an AND or OR group (given as an object or as a JSON string). */
 export const Filters = z
   .union([z.string(), z.record(z.string(), z.unknown())])
@@ -54,6 +74,12 @@ export const Filters = z
       ctx.addIssue({ code: 'custom', message: 'filters is not valid JSON' });
       return z.NEVER;
     }
+  })
+  .superRefine((v, ctx) => {
+    const { depth, nodes } = shape(v);
+    // Each level of AND/OR is two JSON levels (the object and its array).
+    if (depth > 2 * MAX_DEPTH + 2) ctx.addIssue({ code: 'custom', message: `filters may nest at most ${MAX_DEPTH} levels` });
+    else if (nodes > 4 * MAX_FILTER_CONDITIONS) ctx.addIssue({ code: 'custom', message: `filters may hold at most ${MAX_FILTER_CONDITIONS} conditions` });
   })
   .pipe(
     z.union([

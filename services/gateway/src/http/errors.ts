@@ -24,6 +24,11 @@ export function errorMiddleware(log: Logger): ErrorRequestHandler {
       res.status(err.httpStatus).json({ error: err.message, ...(err.details ? { details: err.details } : {}) });
       return;
     }
+    // A body nested deeper than a parser's recursion allows: bad input, not a server fault.
+    if (err instanceof RangeError && /call stack/i.test(err.message)) {
+      res.status(400).json({ error: 'Invalid request', details: 'body: nested too deeply' });
+      return;
+    }
     // body-parser's errors carry a status and a type.
     const e = err as { status?: number; type?: string; message?: string };
     if (e.type === 'entity.parse.failed') {
@@ -35,7 +40,8 @@ export function errorMiddleware(log: Logger): ErrorRequestHandler {
       return;
     }
     if (typeof e.status === 'number' && e.status >= 400 && e.status < 500) {
-      res.status(e.status).json({ error: e.message ?? 'Bad request' });
+      // body-parser's other refusals: a content-encoding it cannot decode, an unsupported charset…
+      res.status(e.status).json({ error: 'Invalid request body', details: `body: ${e.message ?? e.type ?? 'could not be read'}` });
       return;
     }
     log.error({ err, method: req.method, url: req.originalUrl }, 'request failed');
