@@ -67,6 +67,29 @@ describe('spine: one document through JetStream and six services', () => {
     }
   });
 
+  it('GET /v3/documents/{id}/timeline shows where the time went', async () => {
+    const id = (await client.add('# Timeline\n\nEvery stage leaves its mark in the log.')).body.id as string;
+    await waitFor('done', async () => ((await client.get(id)).body.status === 'done' ? true : undefined));
+    const t = await client.call('GET', `/v3/documents/${id}/timeline`);
+    expect(t.status).toBe(200);
+    expect(t.body.id).toBe(id);
+    const types = (t.body.events as Array<{ type: string }>).map((e) => e.type);
+    expect(types).toEqual([
+      'document.submitted.v1',
+      'document.stage-started.v1',
+      'document.extracted.v1',
+      'document.stage-started.v1',
+      'document.chunked.v1',
+      'document.stage-started.v1',
+      'document.embedded.v1',
+      'document.indexed.v1',
+    ]);
+    const statuses = (t.body.events as Array<{ status: string | null }>).map((e) => e.status).filter((s) => s !== null);
+    expect(statuses).toEqual(['queued', 'extracting', 'chunking', 'embedding', 'done']);
+    for (const e of t.body.events.slice(1)) expect(e.sincePreviousMs).toBeGreaterThanOrEqual(0);
+    expect((await client.call('GET', '/v3/documents/nope-nope/timeline')).status).toBe(404);
+  });
+
   it('with every service up, a new document is done within 2 seconds', async () => {
     const t0 = Date.now();
     const add = await client.add('A short note about event sourcing and projections.');

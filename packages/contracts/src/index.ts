@@ -4,3 +4,4 @@ export * from './events.js';
 export * from './http.js';
 export * from './vectors.js';
 export * from './filters.js';
+export * from './search.js';

@@ -16,6 +16,8 @@ import {
   updateDocument,
   type GatewayPorts,
 } from './handlers/documents.js';
+import { documentTimeline } from './handlers/timeline.js';
+import { searchDocuments, searchMemories, type SearchPorts } from './handlers/search.js';
 
 export interface AppOptions {
   ports: GatewayPorts;
@@ -26,6 +28,8 @@ export interface AppOptions {
   ready?: () => Promise<void>;
   /** POST /v3/documents/file; absent in tests that do not need uploads. */
   uploadFile?: RequestHandler;
+  /** POST /v3/search and /v4/search; absent in tests that do not search (the routes are then 404s). */
+  search?: SearchPorts;
 }
 
 /** A W3C traceparent for a request that came without one, so one trace follows a document through every stage. */
@@ -97,6 +101,9 @@ export function createApp(opts: AppOptions): Express {
     res.json(out);
   });
 
+  app.get('/v3/documents/:id/timeline', async (req, res) => {
+    res.json(await documentTimeline(ports, req.params.id));
+  });
   app.get('/v3/documents/:id', async (req, res) => {
     res.json(toDocumentResponse(await getDocument(ports, req.params.id)));
   });
@@ -108,6 +115,18 @@ export function createApp(opts: AppOptions): Express {
     log.info({ documentId: id }, 'document deleted');
     res.status(204).end();
   });
+
+  const search = opts.search;
+  if (search) {
+    // The SDK's search.documents / search.execute.
+    app.post('/v3/search', async (req, res) => {
+      res.json(await searchDocuments(search, req.body));
+    });
+    // The SDK's search / search.memories.
+    app.post('/v4/search', async (req, res) => {
+      res.json(await searchMemories(search, req.body));
+    });
+  }
 
   app.use(notFound);
   app.use(errorMiddleware(log));

@@ -14,6 +14,12 @@ export const Config = z.object({
   QDRANT_API_KEY: z.string().optional(),
   /** Largest JSON body accepted. */
   MEMSTREAM_JSON_LIMIT: z.string().default('10mb'),
+  /**
+   * The query embedder: read exactly as the embedder service reads it, so query vectors come from
+   * the model that embedded the documents (the index only compares vectors of one model).
+   */
+  EMBEDDER: z.enum(['hashed']).default('hashed'),
+  EMBEDDING_DIM: z.coerce.number().int().min(16).max(4096).default(384),
 });
 export type Config = z.infer<typeof Config>;
 export const loadConfig = (): Config => parseEnv(Config);

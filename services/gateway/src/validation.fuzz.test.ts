@@ -40,6 +40,9 @@ function fakePorts(views: SqliteDocumentViews) {
   const ports: GatewayPorts = {
     views,
     events: {
+      async history() {
+        return [];
+      },
       async head(documentId) {
         calls.head++;
         return structuredClone(heads.get(documentId) ?? emptyHead());

@@ -57,6 +57,8 @@ export interface EventLog {
   publish(event: DocumentEvent, opts?: { expectLastSeq?: number; headers?: Record<string, string> }): Promise<number>;
   /** Remove every event of a document below `seq` (its tombstone), so deletion is permanent in the log too. */
   purgeBefore(documentId: string, seq: number): Promise<number>;
+  /** Every event of a document still in the log, in order (at most `limit`). */
+  history(documentId: string, limit?: number): Promise<Array<{ event: DocumentEvent; seq: number }>>;
 }
 
 /** entityContext persists on a container tag and applies to later documents of the tag. */

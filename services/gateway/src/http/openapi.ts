@@ -13,6 +13,10 @@ import {
   ProcessingResponse,
   UpdateDocumentRequest,
   UploadFileFields,
+  V3SearchRequest,
+  V3SearchResponse,
+  V4SearchRequest,
+  V4SearchResponse,
 } from '@memstream/contracts';
 
 /** A JSON Schema of the request side (what a client may send: numeric strings, JSON strings). */
@@ -34,7 +38,7 @@ export function openApiDocument(): object {
   if (cached) return cached;
   cached = {
     openapi: '3.0.3',
-    info: { title: 'memstream', version: '3.0.0', description: 'Supermemory-compatible /v3/documents, served by memstream.' },
+    info: { title: 'memstream', version: '3.0.0', description: 'Supermemory-compatible /v3/documents, /v3/search and /v4/search, served by memstream.' },
     components: {
       securitySchemes: { bearer: { type: 'http', scheme: 'bearer' } },
       schemas: { Error: output(ErrorBody), Document: output(DocumentResponse) },
@@ -73,6 +77,35 @@ export function openApiDocument(): object {
       },
       '/v3/documents/bulk': {
         delete: { summary: 'Delete by ids, container tags or filepath', requestBody: { required: true, ...json(input(BulkDeleteRequest)) }, responses: { '200': { description: 'Deleted', ...json(output(BulkDeleteResponse)) }, ...errors } },
+      },
+      '/v3/search': {
+        post: {
+          summary: 'Search documents: the best documents, each with its matching chunks',
+          description: [
+            'Hybrid retrieval: dense (the configured embedding model) and keyword (BM25) rankings fused by reciprocal rank fusion.',
+            'containerTag/containerTags (any of), filters, docId and filepath restrict the search before ranking; a search never returns a document of another tag.',
+            'Scores are RRF scores divided by the best possible one, 2/(60+1), so they lie in 0..1: 1 is first in both rankings, 0.5 first in one only. chunkThreshold applies to that score; a document scores its best chunk.',
+            'onlyMatchingChunks (default true): false adds the chunk before and after each match (isRelevant false, score 0).',
+            'includeSummary gives summary (null: memstream has no summariser). documentThreshold and categoriesFilter are deprecated and ignored.',
+            'rerank and rewriteQuery are accepted but do nothing: no reranking or query-rewriting model is configured.',
+          ].join(' '),
+          requestBody: { required: true, ...json(input(V3SearchRequest)) },
+          responses: { '200': { description: 'Documents, best first', ...json(output(V3SearchResponse)) }, ...errors },
+        },
+      },
+      '/v4/search': {
+        post: {
+          summary: 'Search memories: the best chunks, best first',
+          description: [
+            'In memstream a memory is a chunk: no separate memory extraction exists. Every searchMode searches the same chunks; the mode picks the field the text is sent in:',
+            'memory (memories), chunk (documents), or both (hybrid, the default).',
+            'Retrieval and scores are as for /v3/search: similarity is the RRF score divided by 2/(60+1), in 0..1, and threshold (default 0) drops hits below it.',
+            'Each hit has id <documentId>:<chunk index>, and its document in documents[0]. include.chunks adds the hit as chunks[0]; include.relatedMemories adds an empty context (memstream keeps no relations); include.summaries adds summary (null).',
+            'rerank, rewriteQuery and aggregate are accepted but do nothing: no model for them is configured. include.forgottenMemories changes nothing: memstream forgets nothing on its own.',
+          ].join(' '),
+          requestBody: { required: true, ...json(input(V4SearchRequest)) },
+          responses: { '200': { description: 'Hits, best first', ...json(output(V4SearchResponse)) }, ...errors },
+        },
       },
       '/v3/documents/{id}': {
         get: { summary: 'One document, with its content', parameters: idParam, responses: { '200': { description: 'The document', ...json({ $ref: '#/components/schemas/Document' }) }, ...errors, ...notFound } },

@@ -1,0 +1,270 @@
+import {
+  CUSTOM_ID_PATTERN,
+  DOCUMENT_ID_PATTERN,
+  V3SearchRequest,
+  V4SearchRequest,
+  type FilterExpr,
+  type V3SearchChunk,
+  type V3SearchResponse,
+  type V3SearchResult,
+  type V4SearchResponse,
+  type V4SearchResult,
+} from '@memstream/contracts';
+import { RRF_K, tokenize, type ChunkIndex, type SearchHit } from '@memstream/chunk-index';
+import type { Embedder } from '@memstream/embedder';
+import { ValidationError, documentIdForCustomId } from '@memstream/kit';
+import type { DocumentView, DocumentViews } from '@memstream/views';
+
+/** What search needs: the chunk index to rank, the view store for titles and timestamps, and the query embedder. */
+export interface SearchPorts {
+  index: Pick<ChunkIndex, 'search' | 'getDocumentChunks'>;
+  views: Pick<DocumentViews, 'get' | 'list'>;
+  /** Must be the model the embedder service indexes with, or dense search finds nothing (the index never mixes models). */
+  embedder: Embedder;
+  /** Milliseconds, for `timing`; injectable so tests are deterministic. */
+  clock?: () => number;
+}
+
+/**
+ * The best score hybrid search can give a chunk: rank 1 in both the dense and the keyword list,
+ * 2 / (RRF_K + 1). Dividing by it maps RRF scores into 0..1, so `chunkThreshold`, `threshold`,
+ * `score` and `similarity` are on the scale the SDK documents. The normalised score is a rank
+ * measure, not a cosine: a chunk first in both lists scores 1, a chunk first in only one list
+ * 0.5, whatever its absolute similarity.
+ */
+export const BEST_RRF_SCORE = 2 / (RRF_K + 1);
+
+export function normaliseScore(rrf: number): number {
+  return Math.min(1, Math.max(0, rrf / BEST_RRF_SCORE));
+}
+
+/** Documents a filepath may select before the search refuses and asks for a narrower one. */
+export const MAX_FILEPATH_DOCUMENTS = 10_000;
+
+/**
+ * v3 groups chunks by document, so it asks the index for more chunks than documents wanted:
+ * several of the best chunks often belong to one document. Bounded so a limit of 100 stays cheap.
+ */
+export function candidateDepth(limit: number): number {
+  return Math.min(Math.max(limit * 10, 100), 1000);
+}
+
+interface Scope {
+  containerTags?: string[];
+  filter?: FilterExpr;
+  documentIds?: string[];
+}
+
+function tagsOf(req: { containerTag?: string | undefined; containerTags?: string[] | undefined }): string[] | undefined {
+  if (req.containerTag === undefined && req.containerTags === undefined) return undefined;
+  return [...new Set([...(req.containerTag ? [req.containerTag] : []), ...(req.containerTags ?? [])])];
+}
+
+/** The document ids `docId` may name: itself as an id, and the id its customId derives to (as GET resolves it). */
+function docIdCandidates(docId: string): string[] {
+  const out: string[] = [];
+  if (DOCUMENT_ID_PATTERN.test(docId)) out.push(docId);
+  if (CUSTOM_ID_PATTERN.test(docId) && docId.length <= 100) out.push(documentIdForCustomId(docId));
+  return [...new Set(out)];
+}
+
+/**
+ * The documents under a filepath, from the view store: the index holds no paths, and turning the
+ * path into a document-id restriction keeps it a restriction before ranking (so `limit` hits are
+ * still returned when that many match) rather than a filter applied afterwards.
+ */
+async function documentsUnder(ports: SearchPorts, filepath: string, containerTags: string[] | undefined): Promise<string[]> {
+  const ids: string[] = [];
+  const page = 500;
+  for (let offset = 0; ; offset += page) {
+    const { items } = await ports.views.list({ filepath, ...(containerTags ? { containerTags } : {}), sort: 'createdAt', order: 'asc', limit: page, offset });
+    ids.push(...items.map((v) => v.id));
+    if (ids.length > MAX_FILEPATH_DOCUMENTS) {
+      throw new ValidationError('filepath selects too many documents', `filepath: matches more than ${MAX_FILEPATH_DOCUMENTS} documents; use a narrower path`);
+    }
+    if (items.length < page) return ids;
+  }
+}
+
+function intersect(a: string[] | undefined, b: string[] | undefined): string[] | undefined {
+  if (!a) return b;
+  if (!b) return a;
+  const keep = new Set(b);
+  return a.filter((x) => keep.has(x));
+}
+
+async function scopeOf(ports: SearchPorts, req: { containerTags?: string[] | undefined; filters?: FilterExpr | undefined; docId?: string | undefined; filepath?: string | undefined }): Promise<Scope> {
+  let documentIds = req.docId !== undefined ? docIdCandidates(req.docId) : undefined;
+  if (req.filepath !== undefined) documentIds = intersect(documentIds, await documentsUnder(ports, req.filepath, req.containerTags));
+  return {
+    // Passed to the index whenever a tag was given: it restricts before ranking, so a hit from
+    // another tag can never be among the results.
+    ...(req.containerTags ? { containerTags: req.containerTags } : {}),
+    // Pushed down to the index, which evaluates it with matchesFilter's semantics.
+    ...(req.filters ? { filter: req.filters } : {}),
+    ...(documentIds ? { documentIds } : {}),
+  };
+}
+
+/** Hybrid (dense + keyword, fused by RRF) candidates for `q`, best first. */
+async function retrieve(ports: SearchPorts, q: string, scope: Scope, limit: number): Promise<SearchHit[]> {
+  // A query without a single word has nothing to match: keyword search finds nothing, and its
+  // vector (the embedder's fixed vector for empty text) would rank chunks arbitrarily.
+  if (tokenize(q).length === 0) return [];
+  const [vector] = await ports.embedder.embed([q]);
+  if (!vector) throw new Error('the embedder returned no vector for the query');
+  return ports.index.search({ mode: 'hybrid', vector, model: ports.embedder.model, text: q, ...scope, limit });
+}
+
+/**
+ * The current view of each document, fetched once. A hit whose document has no view was deleted
+ * between the index read and now (the view exists from submission on), so it is dropped. When
+ * tags were asked for, a document whose view no longer carries any of them is dropped too: its
+ * tags were just changed and the index has not caught up, and isolation must not depend on it.
+ */
+async function viewsOf(ports: SearchPorts, documentIds: Iterable<string>, tags: string[] | undefined): Promise<Map<string, DocumentView>> {
+  const ids = [...new Set(documentIds)];
+  const views = await Promise.all(ids.map((id) => ports.views.get(id)));
+  const out = new Map<string, DocumentView>();
+  for (const v of views) {
+    if (!v) continue;
+    if (tags && !v.containerTags.some((t) => tags.includes(t))) continue;
+    out.set(v.id, v);
+  }
+  return out;
+}
+
+/**
+ * POST /v3/search: documents, best first, each with its matching chunks.
+ *
+ * Retrieval is hybrid (dense + keyword, RRF), restricted in the index by tags, filters, docId and
+ * filepath. Chunks scoring below `chunkThreshold` (on the normalised 0..1 scale) are dropped; the
+ * rest are grouped by document, whose score is its best chunk's; `limit` counts documents.
+ * `rerank` and `rewriteQuery` are accepted but change nothing: no model for them is configured.
+ */
+export async function searchDocuments(ports: SearchPorts, body: unknown): Promise<V3SearchResponse> {
+  const clock = ports.clock ?? (() => performance.now());
+  const started = clock();
+  const req = V3SearchRequest.parse(body);
+  const tags = tagsOf(req);
+  const scope = await scopeOf(ports, { containerTags: tags, filters: req.filters, docId: req.docId, filepath: req.filepath });
+  const hits = await retrieve(ports, req.q, scope, candidateDepth(req.limit));
+
+  // Hits come best first, so a document's first hit is its best and the map's order is the ranking.
+  const groups = new Map<string, SearchHit[]>();
+  for (const h of hits) {
+    if (normaliseScore(h.score) < req.chunkThreshold) continue;
+    const g = groups.get(h.documentId);
+    if (g) g.push(h);
+    else groups.set(h.documentId, [h]);
+  }
+  // A few spare documents, in case some were deleted or moved since the index was read.
+  const wanted = [...groups.keys()].slice(0, req.limit + 10);
+  const views = await viewsOf(ports, wanted, tags);
+
+  const results: V3SearchResult[] = [];
+  for (const documentId of wanted) {
+    if (results.length >= req.limit) break;
+    const view = views.get(documentId);
+    if (!view) continue;
+    const matched = groups.get(documentId)!;
+    const chunks = req.onlyMatchingChunks ? matchingChunks(matched) : await withContext(ports, documentId, matched);
+    results.push({
+      documentId,
+      title: view.title,
+      type: view.type,
+      score: normaliseScore(matched[0]!.score),
+      chunks,
+      metadata: view.metadata,
+      createdAt: view.createdAt,
+      updatedAt: view.updatedAt,
+      // memstream has no summariser: a summary is sent only when asked for, and is the view's (null today).
+      summary: req.includeSummary ? view.summary : null,
+      ...(req.includeFullDocs ? { content: view.content } : {}),
+    });
+  }
+  return { results, timing: Math.round(clock() - started), total: results.length };
+}
+
+function matchingChunks(matched: SearchHit[]): V3SearchChunk[] {
+  return [...matched].sort((a, b) => a.index - b.index).map((h) => ({ content: h.text, isRelevant: true, score: normaliseScore(h.score) }));
+}
+
+/**
+ * Each matching chunk with the chunk before and after it, in document order, each chunk once.
+ * The neighbours are context for an LLM, not matches: isRelevant false, score 0. This reads the
+ * document's chunks from the index, so it costs one read per result document.
+ */
+async function withContext(ports: SearchPorts, documentId: string, matched: SearchHit[]): Promise<V3SearchChunk[]> {
+  const all = await ports.index.getDocumentChunks(documentId);
+  const byIndex = new Map(matched.map((h) => [h.index, h]));
+  const positions = new Map(all.map((c, i) => [c.index, i]));
+  const keep = new Set<number>();
+  for (const h of matched) {
+    const at = positions.get(h.index);
+    // The document was re-indexed between the search and this read: keep the match as it was found.
+    if (at === undefined) continue;
+    for (const i of [at - 1, at, at + 1]) if (i >= 0 && i < all.length) keep.add(i);
+  }
+  const out: Array<V3SearchChunk & { index: number }> = [...keep].map((i) => {
+    const c = all[i]!;
+    const hit = byIndex.get(c.index);
+    return { index: c.index, content: c.text, isRelevant: hit !== undefined, score: hit ? normaliseScore(hit.score) : 0 };
+  });
+  for (const h of matched) if (!positions.has(h.index)) out.push({ index: h.index, content: h.text, isRelevant: true, score: normaliseScore(h.score) });
+  return out.sort((a, b) => a.index - b.index).map(({ content, isRelevant, score }) => ({ content, isRelevant, score }));
+}
+
+/**
+ * POST /v4/search: the best chunks themselves, best first.
+ *
+ * memstream extracts no separate memories: a memory is a chunk. So every searchMode searches the
+ * same chunks, and the mode only decides the field the text is sent in, as the SDK names it:
+ * `memory` (memories), `chunk` (documents), both (hybrid, the default here, so a client reading
+ * either field finds the text). `similarity` is the normalised hybrid score (0..1); `threshold`
+ * drops hits below it. `rerank`, `rewriteQuery` and `aggregate` are accepted but change nothing:
+ * no model for them is configured.
+ */
+export async function searchMemories(ports: SearchPorts, body: unknown): Promise<V4SearchResponse> {
+  const clock = ports.clock ?? (() => performance.now());
+  const started = clock();
+  const req = V4SearchRequest.parse(body);
+  const tags = req.containerTag !== undefined ? [req.containerTag] : undefined;
+  const scope = await scopeOf(ports, { containerTags: tags, filters: req.filters, filepath: req.filepath });
+  // A few spare hits, in case some documents were deleted or moved since the index was read.
+  const hits = (await retrieve(ports, req.q, scope, req.limit + 10)).filter((h) => normaliseScore(h.score) >= req.threshold);
+  const views = await viewsOf(ports, hits.map((h) => h.documentId), tags);
+  const include = req.include ?? {};
+
+  const results: V4SearchResult[] = [];
+  for (const h of hits) {
+    if (results.length >= req.limit) break;
+    const view = views.get(h.documentId);
+    if (!view) continue;
+    const similarity = normaliseScore(h.score);
+    results.push({
+      id: `${h.documentId}:${h.index}`,
+      ...(req.searchMode !== 'documents' ? { memory: h.text } : {}),
+      ...(req.searchMode !== 'memories' ? { chunk: h.text } : {}),
+      similarity,
+      metadata: view.metadata,
+      updatedAt: view.updatedAt,
+      filepath: view.filepath,
+      documents: [
+        {
+          id: view.id,
+          createdAt: view.createdAt,
+          updatedAt: view.updatedAt,
+          ...(view.title !== null ? { title: view.title } : {}),
+          type: view.type,
+          metadata: view.metadata,
+          ...(include.summaries ? { summary: view.summary } : {}),
+        },
+      ],
+      ...(include.chunks ? { chunks: [{ content: h.text, documentId: h.documentId, position: h.index, score: similarity }] } : {}),
+      // No relations between memories exist in memstream: asked for, they are empty.
+      ...(include.relatedMemories ? { context: { parents: [], children: [], related: [] } } : {}),
+    });
+  }
+  return { results, timing: Math.round(clock() - started), total: results.length };
+}
