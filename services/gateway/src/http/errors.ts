@@ -44,6 +44,14 @@ export function errorMiddleware(log: Logger): ErrorRequestHandler {
       res.status(e.status).json({ error: 'Invalid request body', details: `body: ${e.message ?? e.type ?? 'could not be read'}` });
       return;
     }
+    // The broker away (restarting, or a network blip): nothing was accepted; retrying soon helps.
+    const name = (err as Error)?.name ?? '';
+    if (/RequestError|TimeoutError|ConnectionError|NoRespondersError|ClosedConnectionError/.test(name) || /connection (disconnected|closed)|no responders|TIMEOUT/i.test((err as Error)?.message ?? '')) {
+      log.warn({ err: (err as Error).message, method: req.method, url: req.originalUrl }, 'broker unavailable');
+      res.setHeader('retry-after', '1');
+      res.status(503).json({ error: 'Service temporarily unavailable', details: 'the event log is not reachable right now; nothing was stored; retry shortly' });
+      return;
+    }
     log.error({ err, method: req.method, url: req.originalUrl }, 'request failed');
     res.status(500).json({ error: 'Internal server error', details: 'the failure was logged; retrying may help' });
   };
