@@ -115,3 +115,44 @@ describe('faults: broker restart and a lost replica', () => {
     console.log(`[faults] one of two embedder replicas killed mid-stream: ${ids.length} documents done once in ${Date.now() - t0} ms`);
   }, 180_000);
 });
+
+/** A stage that stops moving: its documents are re-driven after a lease, then failed — never stuck. */
+describe('stalled documents', () => {
+  let stack: TestStack;
+  let client: ReturnType<typeof api>;
+
+  beforeAll(async () => {
+    stack = await startTestStack({ env: { STALL_LEASE_MS: '1500', STALL_SCAN_MS: '200', STALL_MAX_REDRIVES: '2' } });
+    client = api(stack);
+  });
+  afterAll(async () => {
+    await stack?.teardown();
+  });
+
+  const timelineIds = async (id: string) => ((await client.call('GET', `/v3/documents/${id}/timeline`)).body.events as Array<{ type: string }>).map((e) => e.type);
+
+  it('a document stuck behind a missing stage is re-driven and finishes once the stage is back', async () => {
+    await stack.stopService('chunker', 'SIGKILL');
+    const id = (await client.add('Stalled then rescued: the chunker was away for a while.')).body.id as string;
+    // The extracted event published again under a new id: two of them in the log.
+    await waitFor('a re-drive', async () => ((await timelineIds(id)).filter((t) => t === 'document.extracted.v1').length >= 2 ? true : undefined), 20_000, 200);
+    await stack.start('chunker');
+    const doc = await waitFor('done', async () => {
+      const d = (await client.get(id)).body;
+      return d.status === 'done' ? d : undefined;
+    }, 30_000, 100);
+    expect(doc.chunkCount).toBeGreaterThan(0);
+  }, 60_000);
+
+  it('past its re-drives it ends failed with the reason, not in progress for ever', async () => {
+    await stack.stopService('chunker', 'SIGKILL');
+    const id = (await client.add('Stalled for good: no chunker ever comes back.')).body.id as string;
+    const doc = await waitFor('failed', async () => {
+      const d = (await client.get(id)).body;
+      return d.status === 'failed' ? d : undefined;
+    }, 30_000, 200);
+    expect(doc.error).toMatchObject({ class: 'exhausted' });
+    expect(doc.reason).toMatch(/stalled: no progress in extracting after 2 re-drives/);
+    await stack.start('chunker');
+  }, 60_000);
+});

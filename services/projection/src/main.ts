@@ -1,11 +1,12 @@
 import path from 'node:path';
 import { mkdirSync } from 'node:fs';
-import { lastEvent, startWorker } from '@memstream/bus';
+import { lastEvent, publishEvent, startWorker } from '@memstream/bus';
 import type { DocumentSubmitted } from '@memstream/contracts';
 import { createLogger } from '@memstream/kit';
 import { openDocumentViews } from '@memstream/views';
 import { loadConfig } from './config.js';
 import { createProjectionHandler } from './handlers/index.js';
+import { createStallDetector } from './handlers/stalls.js';
 
 const config = loadConfig();
 const log = createLogger('projection', { level: config.LOG_LEVEL });
@@ -30,6 +31,34 @@ await startWorker({
     });
     const lastSubmitted = async (id: string) => ((await lastEvent(bus, id, 'submitted'))?.event as DocumentSubmitted | undefined) ?? null;
     const tombstoneRevision = async (id: string) => (await lastEvent(bus, id, 'deleted'))?.event.revision ?? 0;
-    return { handle: createProjectionHandler(views, { lastSubmitted, tombstoneRevision }), close: () => views.close() };
+    const stalls = createStallDetector(
+      {
+        views,
+        lastEvent: async (id, kind) => (await lastEvent(bus, id, kind))?.event ?? null,
+        publish: async (e) => void (await publishEvent(bus, e)),
+        now: () => new Date(),
+      },
+      { leaseMs: config.STALL_LEASE_MS, maxRedrives: config.STALL_MAX_REDRIVES },
+    );
+    let scanning = false;
+    const timer = setInterval(() => {
+      if (scanning) return;
+      scanning = true;
+      stalls
+        .scan()
+        .then((r) => {
+          if (r.stalled > 0) log.warn({ ...r, redrivenTotal: stalls.total() }, 'stalled documents');
+        })
+        .catch((err) => log.warn({ err: String(err) }, 'stall scan failed'))
+        .finally(() => (scanning = false));
+    }, config.STALL_SCAN_MS);
+    timer.unref();
+    return {
+      handle: createProjectionHandler(views, { lastSubmitted, tombstoneRevision }),
+      close: async () => {
+        clearInterval(timer);
+        await views.close();
+      },
+    };
   },
 });
