@@ -90,6 +90,37 @@ describe('spine: one document through JetStream and six services', () => {
     expect((await client.call('GET', '/v3/documents/nope-nope/timeline')).status).toBe(404);
   });
 
+  it('re-ingesting a 100-chunk document after a one-paragraph edit embeds at most 3 chunks', async () => {
+    const topics = ['harbour', 'glacier', 'orchard', 'foundry', 'observatory', 'archive', 'vineyard', 'lighthouse', 'quarry', 'monastery'];
+    const para = (i: number) =>
+      `Section ${i} of the ${topics[i % topics.length]} report records ${i * 7} visitors, ${i * 3} repairs and ${i % 5} storms. ` +
+      `The ${topics[(i * 3) % topics.length]} keeper noted that shift ${i} ended with the ${topics[(i * 7) % topics.length]} ledger balanced and the doors locked at ${(i % 12) + 1} o'clock.`;
+    const paragraphs = Array.from({ length: 520 }, (_, i) => para(i));
+    const body = (ps: string[]) => ps.map((p, i) => (i % 20 === 0 ? `## Part ${i / 20}\n\n${p}` : p)).join('\n\n');
+    const first = await client.add(body(paragraphs), { customId: 'incremental-100' });
+    const id = first.body.id as string;
+    const doneWith = async (pred: (d: any) => boolean) =>
+      waitFor('done', async () => {
+        const d = (await client.get(id)).body;
+        return d.status === 'done' && pred(d) ? d : undefined;
+      }, 60_000, 100);
+    const v1 = await doneWith(() => true);
+    const edited = [...paragraphs];
+    edited[260] = 'This one paragraph was rewritten entirely: the walrus auditor found the cormorant accounts in perfect order.';
+    await client.add(body(edited), { customId: 'incremental-100' });
+    const v2 = await doneWith((d) => d.content.includes('walrus auditor'));
+    const embedded = ((await client.call('GET', `/v3/documents/${id}/timeline`)).body.events as Array<{ type: string; revision: number; detail: { chunks: number; computed: number } }>).filter(
+      (e) => e.type === 'document.embedded.v1',
+    );
+    const [r1, r2] = [embedded.find((e) => e.revision === 1)!, embedded.find((e) => e.revision === 2)!];
+    console.log(`[spine] incremental: revision 1 embedded ${r1.detail.computed} of ${r1.detail.chunks} chunks; after a one-paragraph edit, revision 2 embedded ${r2.detail.computed} of ${r2.detail.chunks}`);
+    expect(v1.chunkCount).toBeGreaterThanOrEqual(100);
+    expect(r1.detail.computed).toBe(r1.detail.chunks);
+    expect(r2.detail.computed).toBeGreaterThanOrEqual(1);
+    expect(r2.detail.computed).toBeLessThanOrEqual(3);
+    expect(v2.chunkCount).toBe(r2.detail.chunks);
+  }, 120_000);
+
   it('with every service up, a new document is done within 2 seconds', async () => {
     const t0 = Date.now();
     const add = await client.add('A short note about event sourcing and projections.');
