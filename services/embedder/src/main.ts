@@ -1,11 +1,28 @@
 import { lastEvent, startWorker } from '@memstream/bus';
-import { createEmbedder } from '@memstream/embedder';
-import { createLogger } from '@memstream/kit';
+import { EmbeddingDimensionError, createEmbedder, embedderConfigFrom, type EmbedderConfig } from '@memstream/embedder';
+import { PermanentError, createLogger, errorMessage } from '@memstream/kit';
 import { loadConfig } from './config.js';
 import { createEmbedHandler } from './handlers/index.js';
 
 const config = loadConfig();
 const log = createLogger('embedder', { level: config.LOG_LEVEL });
+
+const embedderConfig: EmbedderConfig = embedderConfigFrom(config);
+
+/**
+ * One request to a remote model before consuming: a wrong key, model name or dimension would
+ * otherwise fail every document, so it stops the service with the server's reason instead. A
+ * server that is not reachable yet is only reported: documents wait in the stream and retry.
+ */
+async function probe(): Promise<void> {
+  if (embedderConfig.kind !== 'openai') return;
+  try {
+    await createEmbedder({ ...embedderConfig, maxRetries: 0 }).embed(['memstream start-up check']);
+  } catch (err) {
+    if (err instanceof PermanentError || err instanceof EmbeddingDimensionError) throw err;
+    log.warn({ err: errorMessage(err) }, 'embedding service not answering yet: documents will be retried');
+  }
+}
 
 await startWorker({
   consumer: 'embedder',
@@ -16,7 +33,8 @@ await startWorker({
   concurrency: config.EMBEDDER_CONCURRENCY,
   log,
   setup: async (bus) => {
-    const embedder = createEmbedder({ kind: config.EMBEDDER, dim: config.EMBEDDING_DIM });
+    const embedder = createEmbedder(embedderConfig);
+    await probe();
     log.info({ model: embedder.model, dim: embedder.dim }, 'embedder');
     const previousVectors = async (documentId: string, model: string) => {
       const last = await lastEvent(bus, documentId, 'embedded');

@@ -1,4 +1,5 @@
 import { z } from 'zod';
+import { checkEmbedderEnv, embedderEnv } from '@memstream/embedder';
 import { commonEnv, parseEnv } from '@memstream/kit';
 
 /** The gateway's whole environment, parsed once. */
@@ -15,11 +16,10 @@ export const Config = z.object({
   /** Largest JSON body accepted. */
   MEMSTREAM_JSON_LIMIT: z.string().default('10mb'),
   /**
-   * The query embedder: read exactly as the embedder service reads it, so query vectors come from
+   * The query embedder: the same settings as the embedder service's, so query vectors come from
    * the model that embedded the documents (the index only compares vectors of one model).
    */
-  EMBEDDER: z.enum(['hashed']).default('hashed'),
-  EMBEDDING_DIM: z.coerce.number().int().min(16).max(4096).default(384),
-});
+  ...embedderEnv,
+}).superRefine(checkEmbedderEnv);
 export type Config = z.infer<typeof Config>;
 export const loadConfig = (): Config => parseEnv(Config);

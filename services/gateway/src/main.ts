@@ -3,7 +3,7 @@ import { mkdirSync } from 'node:fs';
 import type { Server } from 'node:http';
 import { blobStore, connectBus, ensureTopology } from '@memstream/bus';
 import { openChunkIndex } from '@memstream/chunk-index';
-import { createEmbedder } from '@memstream/embedder';
+import { createEmbedder, embedderConfigFrom } from '@memstream/embedder';
 import { createLogger, errorMessage, onShutdown } from '@memstream/kit';
 import { openDocumentViews } from '@memstream/views';
 import { loadConfig } from './config.js';
@@ -36,7 +36,7 @@ try {
     log,
     jsonLimit: config.MEMSTREAM_JSON_LIMIT,
     uploadFile: createUploadHandler({ ports, blobs, log }),
-    search: { index, views, embedder: createEmbedder({ kind: config.EMBEDDER, dim: config.EMBEDDING_DIM }) },
+    search: { index, views, embedder: createEmbedder(embedderConfigFrom(config)) },
     ready: async () => {
       await bus.jsm.getAccountInfo();
       await views.ping();

@@ -1,0 +1,321 @@
+import { PermanentError, RetryableError } from '@memstream/kit';
+import type { Embedder } from './port.js';
+
+/**
+ * Hands out permission to send requests, `n` units at a time, at a sustained rate.
+ *
+ * The embedder acquires 1 unit before every HTTP request, retries included, since a provider
+ * counts every request against its limit. `localRateLimiter` holds its bucket in this process
+ * only, so N replicas each configured with `rps` send up to N × rps together. Replicas share one
+ * limit by passing a RateLimiter backed by a store they all reach (the design goal is a token
+ * bucket in a NATS KV bucket, updated with compare-and-set on its revision); this package
+ * deliberately knows nothing of NATS, so such a limiter is built where the bus is and passed in
+ * as `rateLimiter`.
+ */
+export interface RateLimiter {
+  /** Resolves when `n` units may be spent; callers are served in the order they asked. */
+  acquire(n: number): Promise<void>;
+}
+
+/**
+ * An in-process token bucket: `rps` units per second, at most `burst` (default 1) saved up, so
+ * with the default, requests are spaced at least 1/rps seconds apart. A request for more units
+ * than `burst` is let through once the bucket is full and leaves it in debt, which later callers
+ * wait out, so the long-run rate holds for any `n`.
+ */
+export function localRateLimiter(rps: number, burst = 1): RateLimiter {
+  if (!(rps > 0) || !Number.isFinite(rps)) throw new RangeError(`localRateLimiter: rps must be a positive number, got ${rps}`);
+  if (!(burst >= 1) || !Number.isFinite(burst)) throw new RangeError(`localRateLimiter: burst must be >= 1, got ${burst}`);
+  let tokens = burst;
+  let last = performance.now();
+  // A chain of callers: each waits for the previous one, so waiting callers cannot overtake.
+  let tail: Promise<void> = Promise.resolve();
+  const refill = (): void => {
+    const now = performance.now();
+    tokens = Math.min(burst, tokens + ((now - last) / 1000) * rps);
+    last = now;
+  };
+  return {
+    acquire(n: number): Promise<void> {
+      if (!(n > 0)) return Promise.resolve();
+      const turn = tail.then(async () => {
+        refill();
+        const need = Math.min(n, burst);
+        if (tokens < need) {
+          await sleep(((need - tokens) / rps) * 1000);
+          refill();
+        }
+        tokens -= n;
+      });
+      tail = turn;
+      return turn;
+    },
+  };
+}
+
+export interface OpenAiEmbedderOptions {
+  /** The API root up to and including /v1, e.g. https://api.openai.com/v1 or http://localhost:11434/v1. */
+  baseUrl: string;
+  /** Sent as "Authorization: Bearer …"; omit for local servers that need none. */
+  apiKey?: string | undefined;
+  /** The model name the server knows, sent with every request. */
+  model: string;
+  /**
+   * The vector length the model returns. Required because the index records it with every vector;
+   * every response is checked against it.
+   */
+  dim: number;
+  /** Texts per request (default 64); a larger `embed` call is split into several requests. */
+  batchSize?: number | undefined;
+  /** Retries of one request after its first attempt, on 408, 429, 5xx and network errors (default 5). */
+  maxRetries?: number | undefined;
+  /** A local token bucket of this many requests per second; ignored when `rateLimiter` is given. */
+  requestsPerSecond?: number | undefined;
+  /** A limiter shared with other replicas (see RateLimiter); takes precedence over requestsPerSecond. */
+  rateLimiter?: RateLimiter | undefined;
+  /** One request's deadline, response body included (default 60 s); a timeout is retried. */
+  timeoutMs?: number | undefined;
+  /** First backoff (default 500 ms); it doubles per retry, with jitter, up to `maxBackoffMs`. */
+  baseBackoffMs?: number | undefined;
+  /**
+   * Longest single wait (default 30 s), for our own backoff and for a server's Retry-After. A
+   * server asking for longer is not waited for here: the call fails at once with a RetryableError
+   * carrying the wait, and the message goes back to the broker instead of pinning a worker slot.
+   */
+  maxBackoffMs?: number | undefined;
+}
+
+/**
+ * The server answered with vectors of another length than configured. Not a PermanentError: the
+ * document is fine and the configuration is wrong, so the runner retries and finally
+ * dead-letters the message (kept, replayable) rather than failing documents one by one as
+ * permanently bad.
+ */
+export class EmbeddingDimensionError extends Error {
+  constructor(message: string) {
+    super(message);
+    this.name = 'EmbeddingDimensionError';
+  }
+}
+
+/**
+ * Embeddings from any server that speaks OpenAI's POST /v1/embeddings: OpenAI itself, Ollama,
+ * vLLM, Hugging Face TEI, LiteLLM…
+ *
+ * - Batching: `embed` sends `batchSize` texts per request, one request after another, and
+ *   returns the vectors in input order (each response is ordered by its `index` field, since the
+ *   API does not promise to answer in order).
+ * - Vectors are L2-normalised here: OpenAI's are already unit length but Ollama's and TEI's may
+ *   not be, and the index ranks by dot product.
+ * - Errors: 408, 429, 5xx, timeouts and network errors are retried up to `maxRetries` times with
+ *   exponential backoff and jitter, or after the wait the server asked for (`retry-after-ms`,
+ *   else `Retry-After` in seconds or as an HTTP date); then a RetryableError, which the consumer
+ *   runner naks. Any other 4xx (a bad key, an unknown model, an input over the model's context)
+ *   throws a PermanentError at once, which fails the document with the server's reason.
+ * - The model name recorded in the index is `openai:<model>:<dim>`: the same on every replica
+ *   and for the gateway's query embeddings, and different for another model or dimension.
+ */
+export class OpenAiEmbedder implements Embedder {
+  readonly model: string;
+  readonly dim: number;
+  private readonly url: string;
+  private readonly remoteModel: string;
+  private readonly apiKey: string | undefined;
+  private readonly batchSize: number;
+  private readonly maxRetries: number;
+  private readonly limiter: RateLimiter | undefined;
+  private readonly timeoutMs: number;
+  private readonly baseBackoffMs: number;
+  private readonly maxBackoffMs: number;
+
+  constructor(options: OpenAiEmbedderOptions) {
+    const { dim } = options;
+    if (!Number.isInteger(dim) || dim < 1 || dim > 65_536) {
+      throw new RangeError(`OpenAiEmbedder: dim must be an integer in 1..65536, got ${dim}`);
+    }
+    if (options.model.trim() === '') throw new RangeError('OpenAiEmbedder: model must not be empty');
+    let base: URL;
+    try {
+      base = new URL(options.baseUrl);
+    } catch {
+      throw new RangeError(`OpenAiEmbedder: baseUrl is not a URL: ${options.baseUrl}`);
+    }
+    if (base.protocol !== 'http:' && base.protocol !== 'https:') {
+      throw new RangeError(`OpenAiEmbedder: baseUrl must be http or https, got ${options.baseUrl}`);
+    }
+    const batchSize = options.batchSize ?? 64;
+    const maxRetries = options.maxRetries ?? 5;
+    if (!Number.isInteger(batchSize) || batchSize < 1) throw new RangeError(`OpenAiEmbedder: batchSize must be a positive integer, got ${batchSize}`);
+    if (!Number.isInteger(maxRetries) || maxRetries < 0) throw new RangeError(`OpenAiEmbedder: maxRetries must be a non-negative integer, got ${maxRetries}`);
+
+    this.dim = dim;
+    this.remoteModel = options.model;
+    this.model = `openai:${options.model}:${dim}`;
+    this.url = `${options.baseUrl.replace(/\/+$/, '')}/embeddings`;
+    this.apiKey = options.apiKey || undefined;
+    this.batchSize = batchSize;
+    this.maxRetries = maxRetries;
+    this.limiter =
+      options.rateLimiter ?? (options.requestsPerSecond === undefined ? undefined : localRateLimiter(options.requestsPerSecond));
+    this.timeoutMs = options.timeoutMs ?? 60_000;
+    this.baseBackoffMs = options.baseBackoffMs ?? 500;
+    this.maxBackoffMs = options.maxBackoffMs ?? 30_000;
+  }
+
+  async embed(texts: string[]): Promise<Float32Array[]> {
+    const out: Float32Array[] = [];
+    // Sequential on purpose: the service already runs EMBEDDER_CONCURRENCY documents at once,
+    // and parallel batches of one document would only compete for the same rate limit.
+    for (let i = 0; i < texts.length; i += this.batchSize) {
+      const vectors = await this.embedBatch(texts.slice(i, i + this.batchSize));
+      for (const v of vectors) out.push(v);
+    }
+    return out;
+  }
+
+  /** One request, retried; returns one unit vector per input, in input order. */
+  private async embedBatch(input: string[]): Promise<Float32Array[]> {
+    const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json' };
+    if (this.apiKey !== undefined) headers.authorization = `Bearer ${this.apiKey}`;
+    const body = JSON.stringify({ model: this.remoteModel, input });
+
+    for (let attempt = 0; ; attempt++) {
+      if (this.limiter) await this.limiter.acquire(1);
+      let res: Response;
+      let text: string;
+      try {
+        // The deadline covers the body too: a server can stall after sending its headers.
+        res = await fetch(this.url, { method: 'POST', headers, body, signal: AbortSignal.timeout(this.timeoutMs) });
+        text = await res.text();
+      } catch (err) {
+        const problem = `embedding service at ${this.url} unreachable: ${describeFetchError(err)}`;
+        await this.backoffOrGiveUp(attempt, undefined, problem);
+        continue;
+      }
+      if (res.ok) return this.parse(text, input.length);
+
+      const detail = `${res.status} ${res.statusText}`.trim();
+      const excerpt = text.slice(0, 300);
+      if (res.status !== 408 && res.status !== 429 && res.status < 500) {
+        throw new PermanentError(
+          `embedding request permanently refused by ${this.url} (model ${this.remoteModel}): ${detail}: ${excerpt}`,
+        );
+      }
+      const problem = `embedding service at ${this.url} answered ${detail}: ${excerpt}`;
+      await this.backoffOrGiveUp(attempt, retryAfterMs(res.headers), problem);
+    }
+  }
+
+  /**
+   * Sleeps before the next attempt, or throws RetryableError when attempts are used up or the
+   * server asks for a longer wait than `maxBackoffMs`.
+   */
+  private async backoffOrGiveUp(attempt: number, serverWaitMs: number | undefined, problem: string): Promise<void> {
+    if (attempt >= this.maxRetries) {
+      throw new RetryableError(`${problem} (gave up after ${attempt + 1} attempt${attempt === 0 ? '' : 's'})`, serverWaitMs);
+    }
+    let wait: number;
+    if (serverWaitMs !== undefined) {
+      if (serverWaitMs > this.maxBackoffMs) {
+        throw new RetryableError(`${problem} (the server asks to wait ${Math.ceil(serverWaitMs / 1000)} s)`, serverWaitMs);
+      }
+      // Up to 10% more than asked, never less: replicas told the same instant spread out.
+      wait = serverWaitMs * (1 + Math.random() * 0.1);
+    } else {
+      // Exponential with "equal jitter": between half and all of base × 2^attempt.
+      const ceiling = Math.min(this.maxBackoffMs, this.baseBackoffMs * 2 ** attempt);
+      wait = ceiling / 2 + Math.random() * (ceiling / 2);
+    }
+    await sleep(wait);
+  }
+
+  /** The vectors of a 200 answer, in input order, unit length, checked against `dim`. */
+  private parse(text: string, count: number): Float32Array[] {
+    let json: unknown;
+    try {
+      json = JSON.parse(text);
+    } catch {
+      // A proxy's HTML error page with status 200, a truncated body: not the document's fault.
+      throw new RetryableError(`embedding service at ${this.url} answered 200 with a body that is not JSON: ${text.slice(0, 200)}`);
+    }
+    const data = (json as { data?: unknown } | null)?.data;
+    if (!Array.isArray(data) || data.length !== count) {
+      throw new RetryableError(
+        `embedding service at ${this.url} answered ${Array.isArray(data) ? `${data.length} embeddings` : 'without a data array'} for ${count} inputs`,
+      );
+    }
+    const out = new Array<Float32Array | undefined>(count);
+    data.forEach((item: unknown, position: number) => {
+      const { index, embedding } = (item ?? {}) as { index?: unknown; embedding?: unknown };
+      // A server that omits `index` is taken to answer in order.
+      const at = index === undefined ? position : index;
+      if (typeof at !== 'number' || !Number.isInteger(at) || at < 0 || at >= count || out[at] !== undefined) {
+        throw new RetryableError(`embedding service at ${this.url} answered a missing, repeated or out-of-range index ${String(at)}`);
+      }
+      if (!Array.isArray(embedding)) {
+        throw new RetryableError(
+          `embedding service at ${this.url} answered embedding ${at} as ${typeof embedding}, not an array of numbers (base64 encoding is not requested)`,
+        );
+      }
+      if (embedding.length !== this.dim) {
+        throw new EmbeddingDimensionError(
+          `model ${this.remoteModel} at ${this.url} returns ${embedding.length}-dimensional vectors but the configured dim is ` +
+            `${this.dim}: set EMBEDDING_DIM=${embedding.length} (the index records the dimension, so it must be the model's)`,
+        );
+      }
+      out[at] = unitVector(embedding, this.url, at);
+    });
+    return out as Float32Array[];
+  }
+}
+
+/** The array as a unit-length Float32Array; a zero or non-numeric vector is rejected. */
+function unitVector(values: unknown[], url: string, at: number): Float32Array {
+  const v = new Float32Array(values.length);
+  let sumSquares = 0;
+  for (let i = 0; i < values.length; i++) {
+    const x = values[i];
+    if (typeof x !== 'number' || !Number.isFinite(x)) {
+      throw new RetryableError(`embedding service at ${url} answered a non-finite component in embedding ${at}`);
+    }
+    v[i] = x;
+    sumSquares += x * x;
+  }
+  // Cosine with a zero vector is undefined; no sane model returns one, so it is the server's fault.
+  if (sumSquares === 0) throw new RetryableError(`embedding service at ${url} answered an all-zero embedding ${at}`);
+  const inv = 1 / Math.sqrt(sumSquares);
+  for (let i = 0; i < v.length; i++) v[i] = v[i]! * inv;
+  return v;
+}
+
+/**
+ * The wait a 429/5xx asks for, in ms: OpenAI's `retry-after-ms` when present (finer), else
+ * `Retry-After` as delta-seconds or an HTTP date; undefined when neither is present or readable.
+ */
+export function retryAfterMs(headers: Headers, now = Date.now()): number | undefined {
+  const ms = headers.get('retry-after-ms');
+  if (ms !== null && ms.trim() !== '') {
+    const n = Number(ms);
+    if (Number.isFinite(n) && n >= 0) return n;
+  }
+  const value = headers.get('retry-after')?.trim();
+  if (!value) return undefined;
+  if (/^\d+(\.\d+)?$/.test(value)) return Number(value) * 1000;
+  const date = Date.parse(value);
+  return Number.isNaN(date) ? undefined : Math.max(0, date - now);
+}
+
+/** fetch's own message is only "fetch failed"; the useful part (ECONNREFUSED…) is in `cause`. */
+function describeFetchError(err: unknown): string {
+  if (err instanceof Error) {
+    if (err.name === 'TimeoutError') return 'timed out';
+    const cause = (err as { cause?: unknown }).cause;
+    if (cause instanceof Error) return `${err.message}: ${(cause as { code?: string }).code ?? cause.message}`;
+    return err.message;
+  }
+  return String(err);
+}
+
+function sleep(ms: number): Promise<void> {
+  return new Promise((resolve) => setTimeout(resolve, ms));
+}
