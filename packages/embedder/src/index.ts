@@ -1,5 +1,5 @@
 import { HashedEmbedder } from './hashed.js';
-import { OpenAiEmbedder, type RateLimiter } from './openai.js';
+import { OpenAiEmbedder, type OpenAiEmbedderOptions } from './openai.js';
 import type { Embedder } from './port.js';
 
 export type { Embedder } from './port.js';
@@ -16,22 +16,8 @@ export {
 /** How the embedder service picks its model; more kinds (local ONNX…) join this union. */
 export type EmbedderConfig =
   | { kind: 'hashed'; dim?: number }
-  | {
-      /** Any OpenAI-compatible /v1/embeddings server (OpenAI, Ollama, vLLM, TEI). */
-      kind: 'openai';
-      /** Up to and including /v1. */
-      baseUrl: string;
-      apiKey?: string | undefined;
-      model: string;
-      /** The model's vector length; required because the index records it. */
-      dim: number;
-      batchSize?: number | undefined;
-      maxRetries?: number | undefined;
-      /** Requests per second of this process (a local token bucket), unless `rateLimiter` is given. */
-      requestsPerSecond?: number | undefined;
-      /** A limiter shared by the replicas, e.g. backed by NATS KV. */
-      rateLimiter?: RateLimiter | undefined;
-    };
+  /** Any OpenAI-compatible /v1/embeddings server (OpenAI, Ollama, vLLM, TEI). */
+  | ({ kind: 'openai' } & OpenAiEmbedderOptions);
 
 /** Builds the configured Embedder; the embedder service calls this once at start-up. */
 export function createEmbedder(config: EmbedderConfig): Embedder {
