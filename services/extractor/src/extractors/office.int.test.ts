@@ -128,9 +128,12 @@ describe('DOC (word-extractor)', () => {
     const junk = path.join(dir, 'claims.doc');
     await writeFile(junk, Buffer.concat([Buffer.from('d0cf11e0a1b11ae1', 'hex'), randomBytes(4096)]));
     expect(await kindOf(await source(junk))).toBe('doc');
-    const err = await extractFile(await source(junk), 'doc', await context()).catch((e: unknown) => e);
+    // Through the sandbox, as the service runs it: on some random bytes word-extractor does not
+    // throw but builds a runaway sparse table until V8 aborts the whole process (it took a test
+    // worker down once). In the child that is a permanent failure of this file alone.
+    const err = await extractIsolated(await source(junk), 'doc', await context()).catch((e: unknown) => e);
     expect(err).toBeInstanceOf(PermanentError);
-    expect((err as Error).message).toMatch(/^corrupt Word document/);
+    expect((err as Error).message).toMatch(/^corrupt Word document|ran out of memory|used more than|crashed/);
   });
 });
 
