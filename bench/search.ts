@@ -31,6 +31,7 @@ import { parseArgs } from 'node:util';
 import { HashedEmbedder } from '../packages/embedder/src/hashed.js';
 import type { ChunkInput, SearchHit, SearchQuery } from '../packages/chunk-index/src/port.js';
 import { SqliteChunkIndex } from '../packages/chunk-index/src/sqlite.js';
+import { dotAt } from '../packages/chunk-index/src/shared.js';
 import { chunkText, type TextFormat } from '../services/chunker/src/handlers/chunk.js';
 
 const DIM = 384;
@@ -305,20 +306,7 @@ function exactTopK(matrix: Float32Array, rowTags: Uint8Array, n: number, q: Floa
   let worst = Number.NEGATIVE_INFINITY;
   for (let row = 0; row < n; row++) {
     if (tagNo >= 0 && rowTags[row] !== tagNo) continue;
-    const base = row * dim;
-    let s0 = 0;
-    let s1 = 0;
-    let s2 = 0;
-    let s3 = 0;
-    let i = 0;
-    for (; i + 3 < dim; i += 4) {
-      s0 += q[i]! * matrix[base + i]!;
-      s1 += q[i + 1]! * matrix[base + i + 1]!;
-      s2 += q[i + 2]! * matrix[base + i + 2]!;
-      s3 += q[i + 3]! * matrix[base + i + 3]!;
-    }
-    for (; i < dim; i++) s0 += q[i]! * matrix[base + i]!;
-    const s = s0 + s1 + s2 + s3;
+    const s = dotAt(matrix, row * dim, q);
     if (s <= worst) continue;
     // Insertion into a sorted array of k: k is 10, so this beats a heap.
     let j = k - 1;

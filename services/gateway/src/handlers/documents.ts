@@ -466,38 +466,18 @@ export async function listDocuments(ports: GatewayPorts, body: unknown): Promise
 export async function listProcessing(ports: GatewayPorts): Promise<ProcessingResponse> {
   const { items, total } = await ports.views.list({ statuses: ['queued', 'extracting', 'chunking', 'embedding'], sort: 'createdAt', order: 'asc', limit: 1000, offset: 0 });
   return {
-    documents: items.map((v) => ({
-      id: v.id,
-      customId: v.customId,
-      title: v.title,
-      type: v.type,
-      status: v.status,
-      metadata: v.metadata,
-      containerTags: v.containerTags,
-      createdAt: v.createdAt,
-      updatedAt: v.updatedAt,
-    })),
+    documents: items.map((v) => {
+      const { id, customId, title, type, status, metadata, containerTags, createdAt, updatedAt } = toDocumentResponse(v);
+      return { id, customId, title, type, status, metadata, containerTags, createdAt, updatedAt };
+    }),
     totalCount: total,
   };
 }
 
+/** A list entry: the document's wire form without the fields list does not carry (content only on request). */
 export function toListItem(v: DocumentView, includeContent: boolean): DocumentListItem {
-  return {
-    id: v.id,
-    customId: v.customId,
-    connectionId: null,
-    title: v.title,
-    summary: v.summary,
-    type: v.type,
-    status: v.status,
-    metadata: v.metadata,
-    containerTags: v.containerTags,
-    filepath: v.filepath,
-    url: v.url,
-    createdAt: v.createdAt,
-    updatedAt: v.updatedAt,
-    ...(includeContent ? { content: v.content } : {}),
-  };
+  const { content, source: _s, ogImage: _o, raw: _r, spatialPoint: _p, taskType: _t, error: _e, reason: _re, chunkCount: _c, ...item } = toDocumentResponse(v);
+  return includeContent ? { ...item, content } : item;
 }
 
 /** The wire form of a view: every field the official SDK names, null where unknown. */
