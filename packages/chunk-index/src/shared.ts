@@ -21,9 +21,23 @@ export function tokenize(text: string): string[] {
   return text.toLowerCase().match(/[\p{L}\p{N}\p{M}]+/gu) ?? [];
 }
 
-/** The distinct words of a query, capped at MAX_QUERY_TERMS. */
+/**
+ * English function words. They carry almost no BM25 weight (they are in most chunks) but make
+ * an OR query match most of the index, which is what made keyword search slow: "number of last
+ * error" scored every chunk containing "of". Documents still index them.
+ */
+const STOPWORDS = new Set(
+  'a an and are as at be but by for from has have in is it its of on or that the this to was were which with'.split(' '),
+);
+
+/**
+ * The distinct words of a query, capped at MAX_QUERY_TERMS, without stop words — unless the
+ * query is nothing but stop words ("to be or not to be"), which is then searched as it is.
+ */
 export function queryTerms(text: string): string[] {
-  return [...new Set(tokenize(text))].slice(0, MAX_QUERY_TERMS);
+  const words = [...new Set(tokenize(text))];
+  const content = words.filter((w) => !STOPWORDS.has(w));
+  return (content.length ? content : words).slice(0, MAX_QUERY_TERMS);
 }
 
 /**

@@ -8,12 +8,16 @@ const hit = (documentId: string, index = 0): SearchHit => ({ documentId, index, 
 describe('keyword query text', () => {
   it('tokenises into lower-case words of letters, digits and marks', () => {
     expect(tokenize('Hello, WORLD! café 42x — 日本語 NEAR(a)')).toEqual(['hello', 'world', 'café', '42x', '日本語', 'near', 'a']);
-    expect(queryTerms('a A b a')).toEqual(['a', 'b']);
+    expect(queryTerms('x X b x')).toEqual(['x', 'b']);
+    // Stop words are dropped, unless the query is nothing else.
+    expect(queryTerms('number of the last error')).toEqual(['number', 'last', 'error']);
+    expect(queryTerms('to be or not to be')).toEqual(['not']);
+    expect(queryTerms('to be or to be')).toEqual(['to', 'be', 'or']);
     expect(queryTerms(Array.from({ length: 100 }, (_, i) => `w${i}`).join(' '))).toHaveLength(32);
   });
 
   it('builds FTS5 queries of quoted words joined by OR, or null without words', () => {
-    expect(toFtsQuery('NEAR(foo "bar" AND baz*')).toBe('"near" OR "foo" OR "bar" OR "and" OR "baz"');
+    expect(toFtsQuery('NEAR(foo "bar" AND baz*')).toBe('"near" OR "foo" OR "bar" OR "baz"');
     for (const text of ['', '   ', '"', '*', '()', '"""', ':^-+']) expect(toFtsQuery(text)).toBeNull();
   });
 

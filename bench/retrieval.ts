@@ -1,0 +1,38 @@
+/**
+ * Retrieval quality over the manual-page test set (test/retrieval/manpages.ts): recall@10 and
+ * MRR@10 for dense-only, keyword-only and hybrid search on the embedded default index, with the
+ * default embedder — or an ONNX model directory (`--onnx <dir>`), the same port.
+ *
+ *   ./memstream bench retrieval [--docs 3000] [--queries 500] [--seed 7] [--json]
+ *
+ * Figures, not assertions (test/retrieval.int.test.ts holds the floors).
+ */
+import { cpus, loadavg } from 'node:os';
+import { parseArgs } from 'node:util';
+import { createEmbedder } from '../packages/embedder/src/index.js';
+import { HashedEmbedder } from '../packages/embedder/src/hashed.js';
+import type { Embedder } from '../packages/embedder/src/port.js';
+import { evaluate, formatEvaluation } from '../test/retrieval/evaluate.js';
+import { loadRetrievalSet } from '../test/retrieval/manpages.js';
+
+const { values } = parseArgs({
+  options: {
+    docs: { type: 'string', default: '3000' },
+    queries: { type: 'string', default: '500' },
+    seed: { type: 'string', default: '7' },
+    onnx: { type: 'string' },
+    json: { type: 'boolean', default: false },
+  },
+});
+
+const set = loadRetrievalSet({ docs: Number(values.docs), queries: Number(values.queries), seed: Number(values.seed) });
+const embedder: Embedder = values.onnx
+  ? (createEmbedder({ kind: 'onnx', modelDir: values.onnx } as Parameters<typeof createEmbedder>[0]) as Embedder)
+  : new HashedEmbedder();
+const e = await evaluate(set, embedder);
+if (values.json) console.log(JSON.stringify({ ...e, set: set.stats }));
+else {
+  console.log(`machine: ${cpus().length} × ${cpus()[0]?.model ?? '?'}, load ${loadavg()[0]!.toFixed(2)}, node ${process.version}`);
+  console.log(`pages read: ${set.stats.usable} usable of ${set.stats.files} files (${set.stats.duplicates} ambiguous descriptions not used as queries)`);
+  console.log(formatEvaluation(e));
+}

@@ -1,0 +1,25 @@
+import { describe, expect, it } from 'vitest';
+import { HashedEmbedder } from '../packages/embedder/src/hashed.js';
+import { evaluate, formatEvaluation } from './retrieval/evaluate.js';
+import { loadRetrievalSet } from './retrieval/manpages.js';
+
+// The retrieval test set (test/retrieval/manpages.ts) at a size the suite can afford; the bench
+// (`node --import tsx bench/retrieval.ts`) runs it over a few thousand pages. The floors sit a
+// little under what the default embedder measured, so a change that makes retrieval worse fails
+// here instead of going unnoticed.
+describe('retrieval over real text: manual pages, their NAME lines as queries', () => {
+  it('finds the page a description came from, in every mode, and never crosses a container tag', async () => {
+    const set = loadRetrievalSet({ docs: 600, queries: 200 });
+    expect(new Set(set.queries.map((q) => q.relevant)).size).toBe(200);
+    const e = await evaluate(set, new HashedEmbedder());
+    console.log(formatEvaluation(e));
+    expect(e.tagLeaks).toBe(0);
+    expect(e.scores.keyword.recallAt10).toBeGreaterThan(0.75);
+    expect(e.scores.dense.recallAt10).toBeGreaterThan(0.55);
+    expect(e.scores.hybrid.recallAt10).toBeGreaterThan(0.7);
+    // Ranks mean something: the relevant page is usually near the top, not just anywhere in 10.
+    expect(e.scores.keyword.mrrAt10).toBeGreaterThan(0.5);
+    // Restricting to the page's own tag removes competitors, so it can only help.
+    expect(e.taggedRecallAt10).toBeGreaterThanOrEqual(e.scores.hybrid.recallAt10 - 0.02);
+  }, 240_000);
+});
