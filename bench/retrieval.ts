@@ -9,7 +9,7 @@
  */
 import { cpus, loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
-import { createEmbedder } from '../packages/embedder/src/index.js';
+import { loadEmbedder } from '../packages/embedder/src/index.js';
 import { HashedEmbedder } from '../packages/embedder/src/hashed.js';
 import type { Embedder } from '../packages/embedder/src/port.js';
 import { evaluate, formatEvaluation } from '../test/retrieval/evaluate.js';
@@ -26,9 +26,7 @@ const { values } = parseArgs({
 });
 
 const set = loadRetrievalSet({ docs: Number(values.docs), queries: Number(values.queries), seed: Number(values.seed) });
-const embedder: Embedder = values.onnx
-  ? (createEmbedder({ kind: 'onnx', modelDir: values.onnx } as Parameters<typeof createEmbedder>[0]) as Embedder)
-  : new HashedEmbedder();
+const embedder: Embedder = values.onnx ? await loadEmbedder({ kind: 'onnx', modelDir: values.onnx }) : new HashedEmbedder();
 const e = await evaluate(set, embedder);
 if (values.json) console.log(JSON.stringify({ ...e, set: set.stats }));
 else {

@@ -1,57 +1,9 @@
 import { PermanentError, RetryableError } from '@memstream/kit';
 import type { Embedder } from './port.js';
+import { localRateLimiter, type RateLimiter } from './rate-limit.js';
 
-/**
- * Hands out permission to send requests, `n` units at a time, at a sustained rate.
- *
- * The embedder acquires 1 unit before every HTTP request, retries included, since a provider
- * counts every request against its limit. `localRateLimiter` holds its bucket in this process
- * only, so N replicas each configured with `rps` send up to N × rps together. Replicas share one
- * limit by passing a RateLimiter backed by a store they all reach (the design goal is a token
- * bucket in a NATS KV bucket, updated with compare-and-set on its revision); this package
- * deliberately knows nothing of NATS, so such a limiter is built where the bus is and passed in
- * as `rateLimiter`.
- */
-export interface RateLimiter {
-  /** Resolves when `n` units may be spent; callers are served in the order they asked. */
-  acquire(n: number): Promise<void>;
-}
-
-/**
- * An in-process token bucket: `rps` units per second, at most `burst` (default 1) saved up, so
- * with the default, requests are spaced at least 1/rps seconds apart. A request for more units
- * than `burst` is let through once the bucket is full and leaves it in debt, which later callers
- * wait out, so the long-run rate holds for any `n`.
- */
-export function localRateLimiter(rps: number, burst = 1): RateLimiter {
-  if (!(rps > 0) || !Number.isFinite(rps)) throw new RangeError(`localRateLimiter: rps must be a positive number, got ${rps}`);
-  if (!(burst >= 1) || !Number.isFinite(burst)) throw new RangeError(`localRateLimiter: burst must be >= 1, got ${burst}`);
-  let tokens = burst;
-  let last = performance.now();
-  // A chain of callers: each waits for the previous one, so waiting callers cannot overtake.
-  let tail: Promise<void> = Promise.resolve();
-  const refill = (): void => {
-    const now = performance.now();
-    tokens = Math.min(burst, tokens + ((now - last) / 1000) * rps);
-    last = now;
-  };
-  return {
-    acquire(n: number): Promise<void> {
-      if (!(n > 0)) return Promise.resolve();
-      const turn = tail.then(async () => {
-        refill();
-        const need = Math.min(n, burst);
-        if (tokens < need) {
-          await sleep(((need - tokens) / rps) * 1000);
-          refill();
-        }
-        tokens -= n;
-      });
-      tail = turn;
-      return turn;
-    },
-  };
-}
+// Re-exported: they lived here before the port got its own file.
+export { localRateLimiter, type RateLimiter } from './rate-limit.js';
 
 export interface OpenAiEmbedderOptions {
   /** The API root up to and including /v1, e.g. https://api.openai.com/v1 or http://localhost:11434/v1. */
@@ -71,6 +23,8 @@ export interface OpenAiEmbedderOptions {
   maxRetries?: number | undefined;
   /** A local token bucket of this many requests per second; ignored when `rateLimiter` is given. */
   requestsPerSecond?: number | undefined;
+  /** The local token bucket's size: requests that may go out at once after an idle spell (default 1). */
+  burst?: number | undefined;
   /** A limiter shared with other replicas (see RateLimiter); takes precedence over requestsPerSecond. */
   rateLimiter?: RateLimiter | undefined;
   /** One request's deadline, response body included (default 60 s); a timeout is retried. */
@@ -156,7 +110,7 @@ export class OpenAiEmbedder implements Embedder {
     this.batchSize = batchSize;
     this.maxRetries = maxRetries;
     this.limiter =
-      options.rateLimiter ?? (options.requestsPerSecond === undefined ? undefined : localRateLimiter(options.requestsPerSecond));
+      options.rateLimiter ?? (options.requestsPerSecond === undefined ? undefined : localRateLimiter(options.requestsPerSecond, options.burst ?? 1));
     this.timeoutMs = options.timeoutMs ?? 60_000;
     this.baseBackoffMs = options.baseBackoffMs ?? 500;
     this.maxBackoffMs = options.maxBackoffMs ?? 30_000;
