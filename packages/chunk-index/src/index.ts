@@ -23,3 +23,4 @@ export async function openChunkIndex(opts: {
   }
   return SqliteChunkIndex.open(opts.sqlitePath);
 }
+export * from './named.js';

@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { parseEnv } from '@memstream/kit';
+import { commonEnv, parseEnv } from '@memstream/kit';
 
 /** The launcher's environment: the README's configuration table, in code. */
 export const Config = z.object({
@@ -12,10 +12,21 @@ export const Config = z.object({
   NATS_URL: z.string().optional(),
   MONGODB_URL: z.string().optional(),
   QDRANT_URL: z.string().optional(),
+  QDRANT_API_KEY: z.string().optional(),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   MEMSTREAM_ACK_WAIT_MS: z.coerce.number().int().min(1000).optional(),
+  MEMSTREAM_STREAM_REPLICAS: commonEnv.MEMSTREAM_STREAM_REPLICAS,
   /** Where the user ran ./memstream from: relative paths are theirs, not the repo's. */
   MEMSTREAM_INVOKE_CWD: z.string().optional(),
 });
 export type Config = z.infer<typeof Config>;
 export const loadConfig = (): Config => parseEnv(Config);
+
+/**
+ * The embedding settings (EMBEDDER, EMBEDDING_*, ONNX_*), for `replay embed` and `replay index`:
+ * loaded on demand, since the embedder package (and an ONNX runtime) is heavy for other commands.
+ */
+export async function loadEmbeddingEnv() {
+  const embedding = await import('@memstream/embedder');
+  return { env: parseEnv(z.object(embedding.embedderEnv)), embedding };
+}

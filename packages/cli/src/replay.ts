@@ -68,16 +68,16 @@ export async function compareViews(a: DocumentViews, b: DocumentViews): Promise<
 }
 
 /** A one-line progress bar on stderr when it is a terminal, a line every 10% otherwise. */
-export function progressBar(label: string): Progress {
+export function progressBar(label: string, unit = 'events'): Progress {
   let lastPct = -1;
   return (done, total) => {
     const pct = total ? Math.min(100, Math.floor((done / total) * 100)) : 100;
     if (process.stderr.isTTY) {
       const w = 30;
       const fill = Math.round((pct / 100) * w);
-      process.stderr.write(`\r${label} [${'#'.repeat(fill)}${' '.repeat(w - fill)}] ${done}/${total} events${pct === 100 ? '\n' : ''}`);
+      process.stderr.write(`\r${label} [${'#'.repeat(fill)}${' '.repeat(w - fill)}] ${done}/${total} ${unit}${pct === 100 ? '\n' : ''}`);
     } else if (pct >= lastPct + 10 || pct === 100) {
-      if (pct !== lastPct) process.stderr.write(`${label}: ${done}/${total} events (${pct}%)\n`);
+      if (pct !== lastPct) process.stderr.write(`${label}: ${done}/${total} ${unit} (${pct}%)\n`);
     }
     lastPct = pct;
   };

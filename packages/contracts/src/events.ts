@@ -21,6 +21,18 @@ export const SubmittedInput = z.discriminatedUnion('kind', [
 ]);
 export type SubmittedInput = z.infer<typeof SubmittedInput>;
 
+/** The pipeline stages a re-drive may start from (`memstream replay redrive --from`). */
+export const RedriveStage = z.enum(['extract', 'chunk', 'embed', 'index']);
+export type RedriveStage = z.infer<typeof RedriveStage>;
+
+/**
+ * A re-drive: this revision re-processes revision `ofRevision` of the same input from stage
+ * `from`. Stages before `from` do not recompute: they re-emit what they emitted for `ofRevision`.
+ * Carried on submitted, extracted and chunked, so each stage knows without a look-up.
+ */
+export const Redrive = z.object({ from: RedriveStage, ofRevision: z.number().int().positive() });
+export type Redrive = z.infer<typeof Redrive>;
+
 export const DocumentSubmittedData = z.object({
   input: SubmittedInput,
   /** sha256 of the submitted content or file bytes; an unchanged re-submission is recognised by it. */
@@ -37,6 +49,8 @@ export const DocumentSubmittedData = z.object({
   dreaming: z.enum(['dynamic', 'instant']),
   /** The metadata version these tags and metadata come from (see metadata-updated): a later update wins over them. */
   metadataVersion: z.number().int().nonnegative(),
+  /** Set when this revision is a re-drive of an earlier one rather than new content. */
+  redrive: Redrive.optional(),
 });
 export type DocumentSubmittedData = z.infer<typeof DocumentSubmittedData>;
 
@@ -49,6 +63,8 @@ export const ExtractedData = z.object({
   url: z.string().nullable(),
   /** Hints the chunker may use: markdown headings, conversation turns. */
   format: z.enum(['plain', 'markdown', 'conversation']),
+  /** The revision's re-drive, passed on to the chunker. */
+  redrive: Redrive.optional(),
 });
 export type ExtractedData = z.infer<typeof ExtractedData>;
 
@@ -61,7 +77,12 @@ export const Chunk = z.object({
 });
 export type Chunk = z.infer<typeof Chunk>;
 
-export const ChunkedData = z.object({ tokenizer: z.string(), chunks: z.array(Chunk) });
+export const ChunkedData = z.object({
+  tokenizer: z.string(),
+  chunks: z.array(Chunk),
+  /** The revision's re-drive, passed on to the embedder. */
+  redrive: Redrive.optional(),
+});
 export type ChunkedData = z.infer<typeof ChunkedData>;
 
 export const EmbeddedChunk = Chunk.extend({

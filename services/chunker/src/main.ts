@@ -1,4 +1,6 @@
-import { startWorker } from '@memstream/bus';
+// First: the OpenTelemetry SDK starts before any application module is loaded.
+import '@memstream/telemetry';
+import { dataOfRevision, startWorker } from '@memstream/bus';
 import { createLogger } from '@memstream/kit';
 import { loadConfig } from './config.js';
 import { chunkText, createChunkHandler } from './handlers/index.js';
@@ -14,10 +16,10 @@ await startWorker({
   ackWaitMs: config.MEMSTREAM_ACK_WAIT_MS,
   concurrency: config.CHUNKER_CONCURRENCY,
   log,
-  setup: async () => {
+  setup: async (bus) => {
     // Build the tokenizer now, not on the first document (it takes a moment), so the first
     // document after a start is as quick as the rest.
     chunkText('warm up the tokenizer', 'plain');
-    return { handle: createChunkHandler({ maxTokens: config.CHUNK_MAX_TOKENS }) };
+    return { handle: createChunkHandler({ maxTokens: config.CHUNK_MAX_TOKENS, chunkedOf: (id, rev) => dataOfRevision(bus, id, 'chunked', rev) }) };
   },
 });

@@ -1,11 +1,14 @@
-import path from 'node:path';
+// First: the OpenTelemetry SDK starts before any application module is loaded.
+import '@memstream/telemetry';
 import { mkdirSync } from 'node:fs';
 import { latestRevision, startWorker } from '@memstream/bus';
-import { openChunkIndex } from '@memstream/chunk-index';
+import { ChunkIndexSet } from '@memstream/chunk-index';
+import { DEFAULT_INDEX } from '@memstream/contracts';
 import { createLogger } from '@memstream/kit';
 import { loadConfig } from './config.js';
 import { createIndexHandler, createMetadataHandler } from './handlers/index.js';
 import { scopeFromLog } from './adapters/scope-from-log.js';
+import { modelIndexes } from './adapters/model-indexes.js';
 
 const config = loadConfig();
 const log = createLogger('indexer', { level: config.LOG_LEVEL });
@@ -20,20 +23,20 @@ await startWorker({
   log,
   setup: async (bus) => {
     mkdirSync(config.MEMSTREAM_DATA_DIR, { recursive: true });
-    const index = await openChunkIndex({
-      sqlitePath: path.join(config.MEMSTREAM_DATA_DIR, 'index.sqlite'),
-      ...(config.QDRANT_URL ? { qdrantUrl: config.QDRANT_URL } : {}),
-      ...(config.QDRANT_API_KEY ? { qdrantApiKey: config.QDRANT_API_KEY } : {}),
-    });
+    // One index per embedding model (NATS KV memstream-config/embedding names them); `default` is index.sqlite.
+    const indexes = new ChunkIndexSet({ dataDir: config.MEMSTREAM_DATA_DIR, qdrantUrl: config.QDRANT_URL, qdrantApiKey: config.QDRANT_API_KEY });
+    const index = await indexes.get(DEFAULT_INDEX);
     const ports = {
       index,
       documentScope: scopeFromLog(bus),
       isDeleted: async (id: string) => (await latestRevision(bus, id)).deleted,
+      ...(await modelIndexes(bus, indexes)),
     };
     return {
       handle: createIndexHandler(ports),
       more: [{ consumer: 'indexerMeta' as const, handle: createMetadataHandler(ports), skipStale: true }],
-      close: () => index.close(),
+      ready: () => index.ping(),
+      close: () => indexes.close(),
     };
   },
 });

@@ -1,5 +1,5 @@
 import { follow, type Handler } from '@memstream/bus';
-import { encodeVector } from '@memstream/contracts';
+import { encodeVector, type EmbeddedData } from '@memstream/contracts';
 import type { Embedder } from '@memstream/embedder';
 
 export interface EmbedderPorts {
@@ -10,16 +10,32 @@ export interface EmbedderPorts {
    * embedded event in the log. A re-ingested document embeds only the chunks whose text is new.
    */
   previousVectors?: (documentId: string, model: string) => Promise<Map<string, string>>;
+  /**
+   * The embedder to use for this message, when the active model can change at run time (NATS KV
+   * `memstream-config`/`embedding`, set by `memstream replay embed`). Absent: `embedder`.
+   */
+  activeEmbedder?: () => Promise<Embedder>;
+  /** What the embedder emitted for an earlier revision (re-drive from the index stage re-emits it). */
+  embeddedOf?: (documentId: string, revision: number) => Promise<EmbeddedData | null>;
 }
 
 /** chunked → stage-started(embedding), then embedded: one vector per chunk, computed in batches or reused. */
 export function createEmbedHandler(ports: EmbedderPorts): Handler {
-  const { embedder, batch } = ports;
+  const { batch } = ports;
   return async (event, ctx) => {
     if (event.type !== 'document.chunked.v1') return [];
     await ctx.emit(follow(event, 'document.stage-started.v1', { stage: 'embedding' }));
+    const embedder = (await ports.activeEmbedder?.()) ?? ports.embedder;
     const chunks = event.data.chunks;
-    const known = (await ports.previousVectors?.(event.documentId, embedder.model)) ?? new Map<string, string>();
+    const redrive = event.data.redrive;
+    if (redrive?.from === 'index') {
+      const prior = await ports.embeddedOf?.(event.documentId, redrive.ofRevision);
+      // Only vectors of the model in use now: after a model switch they are embedded again.
+      if (prior && prior.model === embedder.model && prior.dim === embedder.dim) return [follow(event, 'document.embedded.v1', { ...prior, computed: 0 })];
+      ctx.log.info({ redrive }, 're-drive: no vectors of the current model for the re-driven revision, embedding again');
+    }
+    // A re-drive from the embed stage asks for new vectors: the cache of earlier ones is not used.
+    const known = redrive?.from === 'embed' ? new Map<string, string>() : ((await ports.previousVectors?.(event.documentId, embedder.model)) ?? new Map<string, string>());
     const vectors = new Map<string, string>();
     const todo = [...new Set(chunks.map((c) => c.hash).filter((h) => !known.has(h)))];
     const textOf = new Map(chunks.map((c) => [c.hash, c.text]));

@@ -8,6 +8,13 @@ export interface IndexerPorts {
   documentScope(documentId: string): Promise<{ containerTags: string[]; metadata: Metadata }>;
   /** Whether the document has been deleted since (its tombstone is the newest revision). */
   isDeleted(documentId: string): Promise<boolean>;
+  /**
+   * The index that holds vectors of this model, when models can be switched at run time (each
+   * model has its own index: see `memstream replay embed`). Absent: `index`.
+   */
+  indexFor?: (model: string, dim: number) => Promise<ChunkIndex>;
+  /** Every index whose tags and metadata must follow changes (the active one and a shadow being built). Absent: `index`. */
+  liveIndexes?: () => Promise<ChunkIndex[]>;
 }
 
 /** embedded → indexed: the index holds exactly this revision's chunks; removed chunks leave it. */
@@ -16,7 +23,8 @@ export function createIndexHandler(ports: IndexerPorts): Handler {
     if (event.type !== 'document.embedded.v1') return [];
     const scope = await ports.documentScope(event.documentId);
     const d = event.data;
-    const res = await ports.index.replaceDocument({
+    const index = (await ports.indexFor?.(d.model, d.dim)) ?? ports.index;
+    const res = await index.replaceDocument({
       documentId: event.documentId,
       revision: event.revision,
       model: d.model,
@@ -31,7 +39,7 @@ export function createIndexHandler(ports: IndexerPorts): Handler {
     }
     // Deleted while we wrote (the gateway removed its chunks before our write landed): remove them again.
     if (await ports.isDeleted(event.documentId)) {
-      await ports.index.deleteDocument(event.documentId);
+      await index.deleteDocument(event.documentId);
       return [];
     }
     return [follow(event, 'document.indexed.v1', { model: d.model, dim: d.dim, chunkCount: d.chunks.length, removed: res.removed })];
@@ -43,7 +51,8 @@ export function createMetadataHandler(ports: IndexerPorts): Handler {
   return async (event) => {
     if (event.type !== 'document.metadata-updated.v1') return [];
     // Read the newest state rather than trust this event: updates may arrive out of order.
-    await ports.index.updateDocumentMeta(event.documentId, await ports.documentScope(event.documentId));
+    const scope = await ports.documentScope(event.documentId);
+    for (const index of (await ports.liveIndexes?.()) ?? [ports.index]) await index.updateDocumentMeta(event.documentId, scope);
     return [];
   };
 }
