@@ -133,19 +133,23 @@ describe('stalled documents', () => {
 
   it('a document stuck behind a missing stage is re-driven and finishes once the stage is back', async () => {
     await stack.stopService('chunker', 'SIGKILL');
+    const t0 = Date.now();
     const id = (await client.add('Stalled then rescued: the chunker was away for a while.')).body.id as string;
     // The extracted event published again under a new id: two of them in the log.
     await waitFor('a re-drive', async () => ((await timelineIds(id)).filter((t) => t === 'document.extracted.v1').length >= 2 ? true : undefined), 20_000, 200);
+    const redrivenMs = Date.now() - t0;
     await stack.start('chunker');
     const doc = await waitFor('done', async () => {
       const d = (await client.get(id)).body;
       return d.status === 'done' ? d : undefined;
     }, 30_000, 100);
     expect(doc.chunkCount).toBeGreaterThan(0);
+    console.log(`[faults] stalled (lease 1.5 s): first re-drive ${redrivenMs} ms after the add, done ${Date.now() - t0} ms after it once the chunker was back`);
   }, 60_000);
 
   it('past its re-drives it ends failed with the reason, not in progress for ever', async () => {
     await stack.stopService('chunker', 'SIGKILL');
+    const t0 = Date.now();
     const id = (await client.add('Stalled for good: no chunker ever comes back.')).body.id as string;
     const doc = await waitFor('failed', async () => {
       const d = (await client.get(id)).body;
@@ -153,6 +157,7 @@ describe('stalled documents', () => {
     }, 30_000, 200);
     expect(doc.error).toMatchObject({ class: 'exhausted' });
     expect(doc.reason).toMatch(/stalled: no progress in extracting after 2 re-drives/);
+    console.log(`[faults] stalled for good (lease 1.5 s, 2 re-drives): failed as exhausted ${Date.now() - t0} ms after the add: ${doc.reason}`);
     await stack.start('chunker');
   }, 60_000);
 });

@@ -4,7 +4,7 @@ import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { startNatsServer, type NatsServerHandle } from '@memstream/cli';
 import { STREAM_DEAD_LETTERS, STREAM_DOCS, type DocumentEvent } from '@memstream/contracts';
-import { PermanentError, createLogger } from '@memstream/kit';
+import { PermanentError, RetryableError, createLogger } from '@memstream/kit';
 import { connectBus, type Bus } from './connect.js';
 import { ensureTopology } from './topology.js';
 import { decodeEvent, follow, lastEvent, publishEvent } from './events.js';
@@ -89,7 +89,8 @@ describe('consumer runner over real JetStream', () => {
     await run(
       async () => {
         calls++;
-        throw new Error('still down');
+        // A dependency that stays away (transient every time): exhausted, not poison.
+        throw new RetryableError('still down');
       },
       [sub],
       async () => (await lastEvent(bus, sub.documentId, 'failed')) !== null,
@@ -102,6 +103,46 @@ describe('consumer runner over real JetStream', () => {
     const dead = await bus.jsm.streams.getMessage(STREAM_DEAD_LETTERS, { last_by_subj: `dead.extractor.${sub.documentId}` });
     expect(dead?.header.get('Memstream-Reason')).toMatch(/still down/);
     expect((await decodeEvent(bus, dead!.data)).id).toBe(sub.id);
+  });
+
+  it('the same non-transient error on every delivery: failed as poison, with a copy in DEAD_LETTERS', async () => {
+    const sub = submittedEvent('breaks the parser');
+    let calls = 0;
+    await run(
+      async (e) => {
+        if (e.documentId !== sub.documentId) return [];
+        calls++;
+        // A parser bug: not a PermanentError, so it is retried; the same on every attempt.
+        throw new TypeError(`cannot read properties of undefined (reading 'node ${calls}')`);
+      },
+      [sub],
+      async () => (await lastEvent(bus, sub.documentId, 'failed')) !== null,
+      { maxDeliver: 3 },
+    );
+    expect(calls).toBe(3);
+    const failed = (await lastEvent(bus, sub.documentId, 'failed'))!.event;
+    expect(failed.data).toMatchObject({ stage: 'extracting', class: 'poison' });
+    expect((failed.data as { reason: string }).reason).toMatch(/the same error on every one of 3 attempts/);
+    expect(await bus.jsm.streams.getMessage(STREAM_DEAD_LETTERS, { last_by_subj: `dead.extractor.${sub.documentId}` })).not.toBeNull();
+  });
+
+  it('failures that differ, or a last one that is a timeout, end exhausted rather than poison', async () => {
+    for (const errors of [
+      [new TypeError('bad node'), new RangeError('out of range'), new TypeError('bad node')],
+      [new TypeError('bad node'), new TypeError('bad node'), Object.assign(new Error('connect failed'), { code: 'ECONNRESET' })],
+    ]) {
+      const sub = submittedEvent('mixed');
+      await run(
+        async (e, ctx) => {
+          if (e.documentId !== sub.documentId) return [];
+          throw errors[ctx.msg.deliveryCount - 1]!;
+        },
+        [sub],
+        async () => (await lastEvent(bus, sub.documentId, 'failed')) !== null,
+        { maxDeliver: 3 },
+      );
+      expect((await lastEvent(bus, sub.documentId, 'failed'))!.event.data).toMatchObject({ class: 'exhausted' });
+    }
   });
 
   it('a permanent error fails the document at once, without retries', async () => {

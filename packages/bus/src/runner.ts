@@ -1,11 +1,12 @@
 import type { JsMsg } from '@nats-io/jetstream';
 import { headers as natsHeaders } from '@nats-io/nats-core';
 import { CONSUMERS, STREAM_DOCS, deadLetterSubject, type ConsumerName, type DocumentEvent, type EventKind, type FailureClass, type Stage } from '@memstream/contracts';
-import { PermanentError, errorMessage, type Logger } from '@memstream/kit';
+import { PermanentError, RetryableError, errorMessage, type Logger } from '@memstream/kit';
 import { ZodError } from 'zod';
 import type { Bus } from './connect.js';
-import { decodeEvent, follow, headersToRecord, latestRevision, publishEvent } from './events.js';
+import { busTelemetry, decodeEvent, follow, headersToRecord, latestRevision, publishEvent, type ConsumeResult } from './events.js';
 import { DEFAULT_POLICIES } from './topology.js';
+import { pullLoop } from './pull-loop.js';
 
 export interface HandlerContext {
   /** Where the message stands in the stream and how often it was delivered. */
@@ -38,6 +39,11 @@ export interface RunnerOptions {
   /** Delay before the n-th redelivery (n counts from 1). */
   backoffMs?: (deliveryCount: number) => number;
   onOutcome?: (outcome: Outcome, event: DocumentEvent | null, ms: number) => void;
+  /**
+   * Call working() while a handler runs (default true), so a job longer than ack_wait is not
+   * redelivered to another worker. Off only in tests that show what a late ack does.
+   */
+  keepAlive?: boolean;
 }
 
 export interface RunningConsumer {
@@ -53,6 +59,32 @@ export function defaultBackoff(deliveryCount: number): number {
   return Math.round(base * (0.8 + Math.random() * 0.4));
 }
 
+const TRANSIENT_NAMES = new Set(['TimeoutError', 'AbortError', 'ClosedConnectionError', 'ConnectionError', 'DrainingConnectionError', 'NoRespondersError', 'RequestError']);
+const TRANSIENT_CODES = new Set(['ECONNRESET', 'ECONNREFUSED', 'ECONNABORTED', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN', 'UND_ERR_SOCKET', 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
+const TRANSIENT_TEXT = /timed? ?out|timeout|ECONN|EPIPE|EAI_AGAIN|socket hang up|fetch failed|unreachable|unavailable|temporar|connection (?:closed|reset|refused)|no responders/i;
+
+/**
+ * Whether an error says "a dependency is away or slow" (retry later) rather than "this input
+ * breaks the code": a RetryableError, a network or timeout error (by name, code or message),
+ * anywhere in its cause chain.
+ */
+export function isTransientError(err: unknown): boolean {
+  for (let e = err, depth = 0; e && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
+    if (e instanceof RetryableError) return true;
+    const { name, code, message } = e as { name?: unknown; code?: unknown; message?: unknown };
+    if (typeof name === 'string' && TRANSIENT_NAMES.has(name)) return true;
+    if (typeof code === 'string' && TRANSIENT_CODES.has(code)) return true;
+    if (TRANSIENT_TEXT.test(typeof message === 'string' ? message : String(e))) return true;
+  }
+  return false;
+}
+
+/** The kind of failure an attempt ended in: the error's class and its message without numbers (ids, sizes, times vary). */
+function failureSignature(err: unknown): string {
+  const name = err instanceof Error ? err.constructor.name || err.name : typeof err;
+  return `${name}: ${errorMessage(err).replace(/\d+/g, '#').slice(0, 300)}`;
+}
+
 /**
  * The consumer runner: one durable pull consumer, explicit acks, bounded concurrency.
  * Acks are confirmed by the server (ackAck), so when stop() returns every finished message is
@@ -61,8 +93,10 @@ export function defaultBackoff(deliveryCount: number): number {
  * - handler returns → publish its events, ack;
  * - stale revision or deleted document → ack without work;
  * - PermanentError / invalid data → publish `failed` (permanent or poison), ack;
- * - any other error → nak with backoff; on the last allowed delivery → `failed` (exhausted),
- *   a copy to DEAD_LETTERS, ack;
+ * - any other error → nak with backoff; on the last allowed delivery → `failed`, a copy to
+ *   DEAD_LETTERS, ack. The class is `poison` when every delivery this process saw failed with
+ *   the same non-transient error (the input breaks the code, say a parser bug: retrying cannot
+ *   help), else `exhausted` (a dependency stayed away, or the failures differed);
  * - an undecodable message → copy to DEAD_LETTERS, term.
  */
 export function runConsumer(opts: RunnerOptions): RunningConsumer {
@@ -72,11 +106,20 @@ export function runConsumer(opts: RunnerOptions): RunningConsumer {
   const ackWaitMs = opts.ackWaitMs ?? policy.ackWaitMs;
   const backoff = opts.backoffMs ?? defaultBackoff;
   const concurrency = Math.max(1, opts.concurrency ?? 4);
-  const inflight = new Set<Promise<void>>();
-  let stopping = false;
-  let current: { stop(): void } | null = null;
-  let wake: (() => void) | null = null;
-
+  /**
+   * Failure signatures per stream sequence, of the deliveries this process saw, to tell poison
+   * from exhausted on the last one. In memory: with replicas or after a restart a process sees
+   * only some deliveries, and judges by those. Bounded, oldest dropped first.
+   */
+  const attempts = new Map<number, string[]>();
+  const remember = (seq: number, sig: string) => {
+    const seen = attempts.get(seq) ?? [];
+    seen.push(sig);
+    attempts.delete(seq);
+    attempts.set(seq, seen);
+    if (attempts.size > 10_000) attempts.delete(attempts.keys().next().value!);
+    return seen;
+  };
   async function deadLetter(m: JsMsg, documentId: string, reason: string): Promise<void> {
     const h = natsHeaders();
     h.set('Memstream-Original-Subject', m.subject);
@@ -93,35 +136,47 @@ export function runConsumer(opts: RunnerOptions): RunningConsumer {
 
   async function processOne(m: JsMsg): Promise<void> {
     const started = performance.now();
-    const deliveryCount = m.info.deliveryCount;
-    const trace = headersToRecord(m.headers);
-    const [, documentId = 'unknown', kind] = m.subject.split('.');
+    const [, documentId = 'unknown', kind = 'unknown'] = m.subject.split('.');
     if (opts.kinds && !opts.kinds.includes(kind as EventKind)) {
       await m.ackAck();
       return;
     }
+    // One consumer span per message, continued from the trace context the message carries; the
+    // events it emits carry that span on, so one trace runs from the HTTP request to the projection.
+    const result = await busTelemetry().consume(
+      { consumer: name, subject: m.subject, documentId, kind, seq: m.seq, deliveryCount: m.info.deliveryCount, headers: headersToRecord(m.headers) },
+      (trace) => handleMessage(m, documentId, trace),
+    );
+    opts.onOutcome?.(result.outcome, result.event ?? null, performance.now() - started);
+  }
+
+  type Handled = ConsumeResult & { event?: DocumentEvent };
+
+  async function handleMessage(m: JsMsg, documentId: string, trace: Record<string, string>): Promise<Handled> {
+    const started = performance.now();
+    const deliveryCount = m.info.deliveryCount;
     let event: DocumentEvent;
     try {
       event = await decodeEvent(bus, m.data);
     } catch (err) {
       if (err instanceof ZodError || err instanceof SyntaxError) {
+        const reason = `undecodable: ${errorMessage(err)}`;
         log.error({ err: errorMessage(err), subject: m.subject, seq: m.seq }, 'undecodable message: dead-lettered');
         try {
-          await deadLetter(m, documentId, `undecodable: ${errorMessage(err)}`);
+          await deadLetter(m, documentId, reason);
           // No reason string: '+TERM <reason>' needs nats-server 2.10; 2.9 would leave the message pending.
           m.term();
         } catch {
           m.nak(backoff(deliveryCount));
         }
-        opts.onOutcome?.('dead-lettered', null, performance.now() - started);
-        return;
+        return { outcome: 'dead-lettered', failureClass: 'undecodable', reason };
       }
       // The object store could not be read: transient.
       log.warn({ err: errorMessage(err), seq: m.seq }, 'could not read message: retrying');
       m.nak(backoff(deliveryCount));
-      opts.onOutcome?.('retried', null, performance.now() - started);
-      return;
+      return { outcome: 'retried', reason: errorMessage(err) };
     }
+    const about = { event, eventType: event.type, revision: event.revision };
     const mlog = log.child({ documentId: event.documentId, type: event.type, revision: event.revision, seq: m.seq, deliveryCount });
     const ctx: HandlerContext = {
       msg: { seq: m.seq, deliveryCount, subject: m.subject },
@@ -131,22 +186,24 @@ export function runConsumer(opts: RunnerOptions): RunningConsumer {
       },
     };
     // Keep the message ours while long work runs; a dead worker still loses it after ackWait.
-    const keepAlive = setInterval(() => m.working(), Math.max(1_000, Math.floor(ackWaitMs / 3)));
+    // A third of ackWait: the floor must stay well under the shortest ack wait (1 s), or the
+    // server's deadline and our keep-alive race and a long job is redelivered anyway.
+    const keepAlive = opts.keepAlive === false ? undefined : setInterval(() => m.working(), Math.max(200, Math.floor(ackWaitMs / 3)));
     try {
       if (opts.skipStale) {
         const latest = await latestRevision(bus, event.documentId);
         if (latest.deleted || event.revision < latest.revision) {
           await m.ackAck();
           mlog.debug({ latest: latest.revision, deleted: latest.deleted }, 'stale revision: skipped');
-          opts.onOutcome?.('skipped-stale', event, performance.now() - started);
-          return;
+          return { outcome: 'skipped-stale', ...about };
         }
       }
       const out = (await opts.handle(event, ctx)) ?? [];
       for (const e of out) await ctx.emit(e);
       await m.ackAck();
+      attempts.delete(m.seq);
       mlog.debug({ emitted: out.map((e) => e.type), ms: Math.round(performance.now() - started) }, 'event handled');
-      opts.onOutcome?.('handled', event, performance.now() - started);
+      return { outcome: 'handled', ...about };
     } catch (err) {
       const reason = errorMessage(err);
       try {
@@ -155,71 +212,33 @@ export function runConsumer(opts: RunnerOptions): RunningConsumer {
           mlog.warn({ reason, class: cls }, 'permanent failure');
           await fail(event, m, cls, reason, ctx);
           await m.ackAck();
-          opts.onOutcome?.('failed', event, performance.now() - started);
+          return { outcome: 'failed', failureClass: cls, reason, ...about };
         } else if (deliveryCount >= maxDeliver) {
-          mlog.error({ reason, maxDeliver }, 'retries exhausted: failed and dead-lettered');
-          await fail(event, m, 'exhausted', `${reason} (after ${deliveryCount} attempts)`, ctx);
+          const seen = remember(m.seq, failureSignature(err));
+          const poison = !isTransientError(err) && seen.every((s) => s === seen[0]);
+          const cls: FailureClass = poison ? 'poison' : 'exhausted';
+          mlog.error({ reason, maxDeliver, class: cls, seenAttempts: seen.length }, 'retries exhausted: failed and dead-lettered');
+          await fail(event, m, cls, poison ? `${reason} (the same error on every one of ${deliveryCount} attempts)` : `${reason} (after ${deliveryCount} attempts)`, ctx);
           await m.ackAck();
-          opts.onOutcome?.('dead-lettered', event, performance.now() - started);
+          attempts.delete(m.seq);
+          return { outcome: 'dead-lettered', failureClass: cls, reason, ...about };
         } else {
+          remember(m.seq, failureSignature(err));
           const delay = backoff(deliveryCount);
-          mlog.warn({ reason, delayMs: delay }, 'transient failure: retrying');
+          mlog.warn({ reason, delayMs: delay, transient: isTransientError(err) }, 'failure: retrying');
           m.nak(delay);
-          opts.onOutcome?.('retried', event, performance.now() - started);
+          return { outcome: 'retried', reason, ...about };
         }
       } catch (e2) {
         // Could not even record the failure (broker away): let it come back.
         mlog.warn({ err: errorMessage(e2) }, 'could not record failure: retrying');
         m.nak(backoff(deliveryCount));
-        opts.onOutcome?.('retried', event, performance.now() - started);
+        return { outcome: 'retried', reason: errorMessage(e2), ...about };
       }
     } finally {
-      clearInterval(keepAlive);
+      if (keepAlive) clearInterval(keepAlive);
     }
   }
 
-  async function loop(): Promise<void> {
-    while (!stopping) {
-      try {
-        const c = await bus.js.consumers.get(STREAM_DOCS, CONSUMERS[name].durable);
-        const messages = await c.consume({ max_messages: concurrency * 2 });
-        current = messages;
-        for await (const m of messages) {
-          if (stopping) {
-            // Not started: hand it back at once rather than sit on it until ack_wait.
-            m.nak();
-            continue;
-          }
-          while (inflight.size >= concurrency) await Promise.race(inflight);
-          if (stopping) {
-            m.nak();
-            continue;
-          }
-          const p: Promise<void> = processOne(m)
-            .catch((err) => log.error({ err }, 'unexpected runner error'))
-            .finally(() => inflight.delete(p));
-          inflight.add(p);
-        }
-      } catch (err) {
-        if (stopping) break;
-        log.warn({ err: errorMessage(err), consumer: name }, 'consumer loop interrupted: retrying in 1 s');
-        await new Promise<void>((r) => {
-          wake = r;
-          setTimeout(r, 1_000);
-        });
-      }
-    }
-    await Promise.allSettled([...inflight]);
-  }
-
-  const done = loop();
-  return {
-    done,
-    async stop() {
-      stopping = true;
-      current?.stop();
-      wake?.();
-      await done;
-    },
-  };
+  return pullLoop({ bus, stream: STREAM_DOCS, durable: CONSUMERS[name].durable, concurrency, log, handle: (m) => processOne(m).then(() => undefined) });
 }

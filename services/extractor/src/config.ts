@@ -66,6 +66,12 @@ export const Config = z.object({
   MEMSTREAM_FETCH_TOTAL_TIMEOUT_MS: z.coerce.number().int().min(100).default(DEFAULT_FETCH_POLICY.totalTimeoutMs),
   /** Largest body a URL fetch keeps, counted after decompression. */
   MEMSTREAM_FETCH_MAX_BYTES: z.coerce.number().int().min(1).default(DEFAULT_FETCH_POLICY.maxBytes),
+  /**
+   * TEST ONLY, unset (inert) by default: text content containing this marker (at least 16
+   * characters) makes extraction throw a plain error on every attempt, as a parser bug would, so
+   * the end-to-end suite can show a poison document failing without holding up the others.
+   */
+  MEMSTREAM_TEST_POISON_MARKER: unsetIfEmpty(z.string().min(16).optional()),
 });
 export type Config = z.infer<typeof Config>;
 

@@ -1,7 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { follow, submittedEvent } from '@memstream/bus';
 import type { DocumentEvent } from '@memstream/contracts';
-import { evolve, type DocumentView } from '@memstream/views';
+import { SqliteDocumentViews, evolve, sameView, type DocumentView } from '@memstream/views';
+import { applyEvent } from './index.js';
 
 function fold(events: DocumentEvent[]): DocumentView | null {
   return events.reduce<DocumentView | null>((v, e) => evolve(v, e), null);
@@ -54,5 +55,27 @@ describe('projection: evolve', () => {
     expect(fold([sub1, indexed(), del])).toBeNull();
     const sub2 = submittedEvent('back', { documentId: 'd1', revision: 2 });
     expect(fold([sub1, del, sub2])).toMatchObject({ revision: 2, status: 'queued', content: 'back' });
+  });
+});
+
+describe('projection: applyEvent, deliveries out of order', () => {
+  const sub2 = submittedEvent('hello again', { documentId: 'd1', revision: 2, occurredAt: '2026-01-01T00:01:00.000Z' });
+  const ports = (tombstone = 0) => ({ lastSubmitted: async () => sub2, tombstoneRevision: async () => tombstone });
+
+  it('a first submission delivered after the second one still sets createdAt, as log order does', async () => {
+    const views = SqliteDocumentViews.open(':memory:');
+    for (const e of [indexed(sub2), sub1, indexed(sub1)]) await applyEvent(views, e, ports());
+    const v = await views.get('d1');
+    expect(v).toMatchObject({ revision: 2, status: 'done', content: 'hello again', createdAt: sub1.occurredAt });
+    // The same as the log's order gives.
+    const inOrder = SqliteDocumentViews.open(':memory:');
+    for (const e of [sub1, indexed(sub1), sub2, indexed(sub2)]) await applyEvent(inOrder, e);
+    expect(sameView(v, await inOrder.get('d1'))).toBe(true);
+  });
+
+  it('but not a submission from before a deletion: the document was created anew', async () => {
+    const views = SqliteDocumentViews.open(':memory:');
+    for (const e of [sub2, sub1]) await applyEvent(views, e, ports(1));
+    expect((await views.get('d1'))!.createdAt).toBe(sub2.occurredAt);
   });
 });

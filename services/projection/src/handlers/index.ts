@@ -24,6 +24,19 @@ async function withSubmission(before: DocumentView | null, event: DocumentEvent,
 }
 
 /**
+ * The submission of an older revision, delivered after a newer one (its first delivery went to
+ * a projection that died, and it came back only after the ack wait): the reducer ignores stale
+ * revisions, but the document was created by the first one, so its time is the createdAt. In log
+ * order this never triggers. A submission from before a deletion does not count: the document
+ * was created anew after it.
+ */
+async function olderSubmission(before: DocumentView | null, event: DocumentEvent, ports: ProjectionPorts): Promise<DocumentView | null> {
+  if (event.type !== 'document.submitted.v1' || !before || event.revision >= before.revision || event.occurredAt >= before.createdAt) return null;
+  if (ports.tombstoneRevision && (await ports.tombstoneRevision(event.documentId)) >= event.revision) return null;
+  return { ...before, createdAt: event.occurredAt };
+}
+
+/**
  * Apply one event to the view store: read, evolve, compare-and-set. A lost race (another writer
  * moved the version) re-reads and re-applies, so replicas and redeliveries cannot lose an update.
  */
@@ -34,7 +47,7 @@ export async function applyEvent(views: DocumentViews, event: DocumentEvent, por
     if (before === null && event.type === 'document.submitted.v1' && ports.tombstoneRevision && (await ports.tombstoneRevision(event.documentId)) >= event.revision) {
       return 'unchanged';
     }
-    const after = evolve(await withSubmission(before, event, ports), event);
+    const after = (await olderSubmission(before, event, ports)) ?? evolve(await withSubmission(before, event, ports), event);
     if (after === null) {
       if (before === null) return 'unchanged';
       await views.delete(event.documentId);
