@@ -1,4 +1,6 @@
-import { blobStore, startWorker } from '@memstream/bus';
+// First: the OpenTelemetry SDK starts before any application module is loaded.
+import '@memstream/telemetry';
+import { blobStore, dataOfRevision, startWorker } from '@memstream/bus';
 import { createLogger } from '@memstream/kit';
 import { fetchPolicyFrom, limitsFrom, loadConfig } from './config.js';
 import { createExtractHandler } from './handlers/index.js';
@@ -16,6 +18,6 @@ await startWorker({
   concurrency: config.EXTRACTOR_CONCURRENCY,
   log,
   setup: async (bus) => ({
-    handle: createExtractHandler({ blobs: blobStore(bus), fetchUrl: createUrlFetcher(fetchPolicyFrom(config)), limits: limitsFrom(config) }),
+    handle: createExtractHandler({ blobs: blobStore(bus), fetchUrl: createUrlFetcher(fetchPolicyFrom(config)), limits: limitsFrom(config), extractedOf: (id, rev) => dataOfRevision(bus, id, 'extracted', rev), poisonMarker: config.MEMSTREAM_TEST_POISON_MARKER }),
   }),
 });

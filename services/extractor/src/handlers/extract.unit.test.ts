@@ -1,6 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { follow, recordingContext, submittedEvent } from '@memstream/bus';
 import { PermanentError } from '@memstream/kit';
+import { DEFAULT_LIMITS } from '../kinds.js';
+import { htmlDepth } from '../extractors/html.js';
 import { createExtractHandler, extractText, titleOf } from './index.js';
 
 const noBlobs = { getStream: async () => null };
@@ -50,6 +52,33 @@ describe('extractor handler', () => {
     const other = follow(sub, 'document.stage-started.v1', { stage: 'extracting' });
     expect(await createExtractHandler(ports)(other, recordingContext())).toEqual([]);
   });
+});
+
+describe('deeply nested HTML', () => {
+  const nested = (n: number) => `<html><body>${'<div>'.repeat(n)}deep text${'</div>'.repeat(n)}</body></html>`;
+
+  it('measures nesting depth from the tags, ignoring void and self-closed elements', () => {
+    expect(htmlDepth('<p>a<br>b<img src=x><span/></p>')).toBe(1);
+    expect(htmlDepth(nested(10))).toBe(12);
+    expect(htmlDepth(nested(5000), 300)).toBe(300);
+  });
+
+  it('is parsed in the sandbox under its time limit, so it cannot hold the extractor for minutes', async () => {
+    // 3,000 nested <div>s did not finish in 100 s in-process; in the sandbox the limit ends it.
+    const handler = createExtractHandler({ blobs: noBlobs, fetchUrl: noFetch, limits: { ...DEFAULT_LIMITS, timeoutMs: 3_000 } });
+    const started = Date.now();
+    const err = await handler(submittedEvent(nested(3_000)), recordingContext()).catch((e: unknown) => e);
+    expect(err).toBeInstanceOf(PermanentError);
+    expect(String((err as Error).message)).toMatch(/took longer than 3 s/);
+    expect((err as PermanentError).failureClass).toBe('poison');
+    console.log(`[extractor] 3,000 nested <div>s: failed as poison after ${Date.now() - started} ms (time limit 3 s)`);
+  }, 30_000);
+
+  it('moderately deep markup still extracts', async () => {
+    const out = (await createExtractHandler({ blobs: noBlobs, fetchUrl: noFetch })(submittedEvent(nested(300)), recordingContext())) ?? [];
+    expect(out[0]).toMatchObject({ type: 'document.extracted.v1' });
+    expect((out[0]!.data as { text: string }).text).toContain('deep text');
+  }, 60_000);
 });
 
 describe('extractText', () => {

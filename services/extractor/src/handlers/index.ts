@@ -1,4 +1,5 @@
 import { createWriteStream } from 'node:fs';
+import { readFile, writeFile } from 'node:fs/promises';
 import { mkdtemp, rm } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
@@ -12,7 +13,7 @@ import { DEFAULT_LIMITS, type ExtractContext, type ExtractLimits, type ExtractRe
 import { ISOLATED_KINDS, extractFile, kindOf } from '../registry.js';
 import { extractIsolated } from '../sandbox.js';
 import { extractString } from '../extractors/text.js';
-import { extractHtmlString, looksLikeHtml } from '../extractors/html.js';
+import { MAX_IN_PROCESS_HTML_DEPTH, extractHtmlString, htmlDepth, looksLikeHtml } from '../extractors/html.js';
 
 export { extractText, looksLikeMarkdown, titleOf } from './extract-text.js';
 
@@ -25,6 +26,13 @@ export interface ExtractorPorts {
   limits?: ExtractLimits;
   /** Parse binary formats in a child process with limits (default); tests of single extractors may turn it off. */
   isolate?: boolean;
+  /**
+   * What the extractor emitted for an earlier revision of the document (its extracted event's
+   * data), or null: a re-drive from a later stage re-emits it instead of extracting again.
+   */
+  extractedOf?: (documentId: string, revision: number) => Promise<ExtractedData | null>;
+  /** Test only (MEMSTREAM_TEST_POISON_MARKER): text containing it throws on every attempt, like a parser bug. */
+  poisonMarker?: string | undefined;
 }
 
 const URL_ONLY = /^https?:\/\/[^\s<>"]+$/i;
@@ -40,6 +48,16 @@ export function createExtractHandler(ports: ExtractorPorts): Handler {
   return async (event, ctx) => {
     if (event.type !== 'document.submitted.v1') return [];
     await ctx.emit(follow(event, 'document.stage-started.v1', { stage: 'extracting' }));
+    const redrive = event.data.redrive;
+    if (redrive && redrive.from !== 'extract') {
+      const prior = await ports.extractedOf?.(event.documentId, redrive.ofRevision);
+      // Re-drive from a later stage: the text of the re-driven revision, not extracted again.
+      if (prior) {
+        ctx.log.info({ redrive }, 're-drive: re-emitting the extracted text of the re-driven revision');
+        return [follow(event, 'document.extracted.v1', { ...prior, redrive })];
+      }
+      ctx.log.info({ redrive }, 're-drive: the re-driven revision has no extracted text in the log, extracting again');
+    }
     const workDir = await mkdtemp(path.join(tmpdir(), 'memstream-extract-'));
     const xctx: ExtractContext = { limits, log: ctx.log, workDir, signal: new AbortController().signal };
     try {
@@ -50,7 +68,19 @@ export function createExtractHandler(ports: ExtractorPorts): Handler {
         out = await extractFromFile({ ...file, fileType: event.data.fileType ?? file.fileType }, xctx, ports.isolate ?? true);
         out = { ...out, url: file.finalUrl, type: out.type === 'text' ? 'webpage' : out.type };
       } else if (input.kind === 'text') {
-        out = looksLikeHtml(input.content) ? extractHtmlString(input.content, null) : extractString(input.content);
+        if (ports.poisonMarker && input.content.includes(ports.poisonMarker)) {
+          // Deliberately not a PermanentError: the runner must find out by retrying that it is poison.
+          throw new TypeError('test poison marker found: this content breaks the extractor on every attempt');
+        }
+        if (!looksLikeHtml(input.content)) out = extractString(input.content);
+        else if ((ports.isolate ?? true) && htmlDepth(input.content, MAX_IN_PROCESS_HTML_DEPTH + 1) > MAX_IN_PROCESS_HTML_DEPTH) {
+          // Pathologically deep markup: parsed in the sandbox, under its time and memory limits.
+          const local = path.join(workDir, 'input.html');
+          await writeFile(local, input.content);
+          const file = { path: local, size: Buffer.byteLength(input.content), filename: null, mimeType: 'text/html', fileType: null };
+          const { peakRssBytes: _rss, ...result } = await extractIsolated(file, 'html', xctx);
+          out = result;
+        } else out = extractHtmlString(input.content, null);
       } else {
         const stream = await ports.blobs.getStream(input.key);
         if (!stream) throw new PermanentError(`uploaded file ${input.key} is missing from the blob store`);
@@ -64,7 +94,7 @@ export function createExtractHandler(ports: ExtractorPorts): Handler {
         );
       }
       if (out.text.trim() === '') throw new PermanentError('no extractable text');
-      const data: ExtractedData = { title: out.title, type: out.type, text: out.text, url: out.url ?? null, format: out.format };
+      const data: ExtractedData = { title: out.title, type: out.type, text: out.text, url: out.url ?? null, format: out.format, ...(redrive ? { redrive } : {}) };
       return [follow(event, 'document.extracted.v1', data)];
     } finally {
       await rm(workDir, { recursive: true, force: true });
@@ -74,7 +104,8 @@ export function createExtractHandler(ports: ExtractorPorts): Handler {
 
 async function extractFromFile(file: SourceFile, ctx: ExtractContext, isolate: boolean): Promise<ExtractResult> {
   const kind = await kindOf(file);
-  if (isolate && ISOLATED_KINDS.has(kind)) {
+  const deepHtml = kind === 'html' && isolate && htmlDepth(await readFile(file.path, 'latin1'), MAX_IN_PROCESS_HTML_DEPTH + 1) > MAX_IN_PROCESS_HTML_DEPTH;
+  if (isolate && (ISOLATED_KINDS.has(kind) || deepHtml)) {
     const { peakRssBytes, ...result } = await extractIsolated(file, kind, ctx);
     ctx.log.info({ kind, bytes: file.size, peakRssMb: Math.round(peakRssBytes / 1048576) }, 'extracted in a child process');
     return result;
