@@ -244,3 +244,90 @@ export const UploadFileFields = z
 export type UploadFileFields = z.infer<typeof UploadFileFields>;
 
 export const MAX_UPLOAD_BYTES = 50 * 1024 * 1024;
+
+/*
+ * Scoped API keys (Supermemory's /v3/auth/scoped-key). The official SDK has no types for these
+ * endpoints; the request fields, ranges and defaults follow Supermemory's documentation, and the
+ * answer carries both `containerTag` (Supermemory's single-tag form) and `containerTags`.
+ */
+
+/** The paths a scoped key may use (admin-only paths, such as key management, answer 403). */
+export const SCOPED_KEY_ENDPOINTS = ['/v3/documents', '/v3/memories', '/v3/search', '/v4/search'] as const;
+
+/** A whole number given as a number or a string of digits. */
+const intish = (name: string, min: number, max: number) =>
+  z
+    .union([z.number(), z.string().regex(/^\s*\d+\s*$/, `${name} must be a whole number`)], { error: `${name} must be a number` })
+    .transform((v) => Number(v))
+    .pipe(z.number().int(`${name} must be a whole number`).min(min, `${name} must be at least ${min}`).max(max, `${name} must be at most ${max}`));
+
+/** POST /v3/auth/scoped-key */
+export const CreateScopedKeyRequest = z
+  .object({
+    containerTag: ContainerTag.optional(),
+    containerTags: z.array(ContainerTag).min(1, 'containerTags must not be empty').max(100, 'containerTags: at most 100 tags').optional(),
+    name: z.string().trim().min(1, 'name must not be empty').max(100, 'name must be at most 100 characters').optional(),
+    /** Absent: the key never expires (as in Supermemory). */
+    expiresInDays: intish('expiresInDays', 1, 365).optional(),
+    /** Requests per window; default 500. */
+    rateLimitMax: intish('rateLimitMax', 1, 10_000).optional(),
+    /** The window in milliseconds; default 60000. */
+    rateLimitTimeWindow: intish('rateLimitTimeWindow', 1, 3_600_000).optional(),
+  })
+  .strict()
+  .refine((b) => b.containerTag !== undefined || b.containerTags !== undefined, { message: 'send containerTag or containerTags', path: ['containerTag'] });
+export type CreateScopedKeyRequest = z.infer<typeof CreateScopedKeyRequest>;
+
+/** A scoped key as listed: everything but its secret. */
+export const ScopedKeyInfo = z.object({
+  id: z.string(),
+  name: z.string(),
+  /** The first of containerTags (Supermemory's single-tag field). */
+  containerTag: z.string(),
+  containerTags: z.array(z.string()),
+  createdAt: z.string(),
+  expiresAt: z.string().nullable(),
+  rateLimitMax: z.number(),
+  rateLimitTimeWindow: z.number(),
+  allowedEndpoints: z.array(z.string()),
+  revoked: z.boolean(),
+  revokedAt: z.string().nullable(),
+  expired: z.boolean(),
+});
+export type ScopedKeyInfo = z.infer<typeof ScopedKeyInfo>;
+
+/** The answer to POST /v3/auth/scoped-key: the only time the key itself is shown. */
+export const CreateScopedKeyResponse = ScopedKeyInfo.extend({ key: z.string() });
+export type CreateScopedKeyResponse = z.infer<typeof CreateScopedKeyResponse>;
+
+/** GET /v3/auth/scoped-key */
+export const ListScopedKeysResponse = z.object({ keys: z.array(ScopedKeyInfo) });
+export type ListScopedKeysResponse = z.infer<typeof ListScopedKeysResponse>;
+
+/** DELETE /v3/auth/scoped-key/{id} */
+export const RevokeScopedKeyResponse = z.object({ success: z.boolean(), id: z.string(), revokedAt: z.string() });
+export type RevokeScopedKeyResponse = z.infer<typeof RevokeScopedKeyResponse>;
+
+/** A 429 body; the same wait is in the Retry-After (seconds) and retry-after-ms headers. */
+export const RateLimitErrorBody = ErrorBody.extend({ retryAfterSeconds: z.number() });
+export type RateLimitErrorBody = z.infer<typeof RateLimitErrorBody>;
+
+/** Core NATS subject of the key.expiring notice (at most once per key per day). */
+export const KEY_EXPIRING_SUBJECT = 'keys.expiring';
+
+/** Published on KEY_EXPIRING_SUBJECT when a scoped key is within MEMSTREAM_KEY_EXPIRY_WARN_DAYS of expiring. */
+export const KeyExpiringNotice = z.object({
+  /** key.expiring.<keyId>.<day>: the same for every copy of one day's notice. */
+  id: z.string(),
+  type: z.literal('key.expiring'),
+  keyId: z.string(),
+  name: z.string(),
+  containerTags: z.array(z.string()),
+  expiresAt: z.string(),
+  /** Whole days left, rounded down (0: expires within a day). */
+  daysLeft: z.number().int(),
+  /** The UTC day this notice is for (YYYY-MM-DD): one notice per key per day. */
+  day: z.string(),
+  occurredAt: z.string(),
+});
+export type KeyExpiringNotice = z.infer<typeof KeyExpiringNotice>;

@@ -15,6 +15,23 @@ export const Config = z.object({
   QDRANT_API_KEY: z.string().optional(),
   /** Largest JSON body accepted. */
   MEMSTREAM_JSON_LIMIT: z.string().default('10mb'),
+  /** Accept webhook receivers on loopback and private addresses (the notifier reads the same variable). */
+  MEMSTREAM_WEBHOOK_ALLOW_PRIVATE: z.enum(['true', 'false', '1', '0', '']).default('false').transform((v) => v === 'true' || v === '1'),
+  /**
+   * The HMAC key scoped API keys are hashed with. Unset: derived from MEMSTREAM_API_KEY, so
+   * rotating the admin key then invalidates every scoped key.
+   */
+  MEMSTREAM_KEY_SECRET: z.string().min(32, 'MEMSTREAM_KEY_SECRET must be at least 32 characters').optional(),
+  /** A key.expiring notice goes out this many days before a scoped key expires (0: never). */
+  MEMSTREAM_KEY_EXPIRY_WARN_DAYS: z.coerce.number().int().min(0).max(365).default(7),
+  /** How often the gateway looks for expiring keys (each key gets at most one notice a day). */
+  MEMSTREAM_KEY_EXPIRY_CHECK_MS: z.coerce.number().int().min(1000).default(60 * 60 * 1000),
+  /** A scoped key created without rateLimitMax / rateLimitTimeWindow gets these (Supermemory's defaults). */
+  MEMSTREAM_KEY_RATE_LIMIT_MAX: z.coerce.number().int().min(1).max(10_000).default(500),
+  MEMSTREAM_KEY_RATE_LIMIT_WINDOW_MS: z.coerce.number().int().min(1).max(3_600_000).default(60_000),
+  /** Requests per MEMSTREAM_ADMIN_RATE_LIMIT_WINDOW_MS for the admin key; unset: unlimited. */
+  MEMSTREAM_ADMIN_RATE_LIMIT: z.coerce.number().int().min(1).optional(),
+  MEMSTREAM_ADMIN_RATE_LIMIT_WINDOW_MS: z.coerce.number().int().min(1).max(3_600_000).default(60_000),
   /**
    * The query embedder: the same settings as the embedder service's, so query vectors come from
    * the model that embedded the documents (the index only compares vectors of one model).

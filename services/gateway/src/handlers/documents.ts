@@ -22,6 +22,7 @@ import {
 import {
   AppError,
   NotFoundError,
+  PermissionError,
   RetryableError,
   ValidationError,
   appendConversation,
@@ -33,6 +34,7 @@ import {
 } from '@memstream/kit';
 import { canonical, evolve, type DocumentView, type DocumentViews } from '@memstream/views';
 import { ZodError } from 'zod';
+import { assertOwns, assertTagsInScope, canSee, owns, readTags, writeTags, type TagScope } from './scope.js';
 
 /** A document's latest state as the log has it: what the gateway decides from, without waiting for the projection. */
 export interface DocumentHead {
@@ -112,6 +114,8 @@ export interface Submission {
   dreaming?: DocumentSubmittedData['dreaming'];
   /** An add with a customId: new conversation messages are appended rather than replacing the document. */
   appendable: boolean;
+  /** A scoped key's container tags: the document must be, and stay, inside them (see scope.ts). */
+  scope?: readonly string[];
 }
 
 function sameScope(a: { containerTags: string[]; metadata: Metadata }, b: { containerTags: string[]; metadata: Metadata }): boolean {
@@ -146,7 +150,16 @@ export async function submit(ports: GatewayPorts, s: Submission, headers: Record
     const head = await ports.events.head(documentId);
     const live = head.submitted && !head.deleted ? head.submitted : null;
     const scope = live ? currentScope(head) : { containerTags: [], metadata: {}, version: 0 };
-    const containerTags = s.containerTags ?? scope.containerTags;
+    let containerTags = s.containerTags ?? scope.containerTags;
+    if (s.scope) {
+      // The same customId is the same document whoever sends it: a scoped key may not take over
+      // (or re-tag) a document that is not wholly inside its tags.
+      if (live && !owns(s.scope, scope.containerTags)) {
+        if (canSee(s.scope, scope.containerTags)) assertOwns(s.scope, scope.containerTags, s.customId ?? documentId);
+        throw new PermissionError('Forbidden', `customId: ${JSON.stringify(s.customId ?? documentId)} names a document outside this API key's container tags; choose another customId`);
+      }
+      containerTags = writeTags(s.scope, containerTags);
+    }
     const metadata = s.metadata ?? scope.metadata;
     let input = s.input;
     let contentHash = s.contentHash;
@@ -249,13 +262,14 @@ function defined<T extends object>(o: T): { [K in keyof T]: Exclude<T[K], undefi
 }
 
 /** POST /v3/documents */
-export async function addDocument(ports: GatewayPorts, body: unknown, headers: Record<string, string> = {}) {
+export async function addDocument(ports: GatewayPorts, body: unknown, headers: Record<string, string> = {}, scope: TagScope = null) {
   const req = AddDocumentRequest.parse(body);
   return submit(
     ports,
     textSubmission(
       req.content,
       defined({
+        scope: scope ?? undefined,
         customId: req.customId,
         containerTags: tagsOf(req),
         metadata: req.metadata,
@@ -272,8 +286,10 @@ export async function addDocument(ports: GatewayPorts, body: unknown, headers: R
 }
 
 /** POST /v3/documents/batch: each item on its own; one bad item does not fail the others. */
-export async function batchAdd(ports: GatewayPorts, body: unknown, headers: Record<string, string> = {}): Promise<BatchAddResponse> {
+export async function batchAdd(ports: GatewayPorts, body: unknown, headers: Record<string, string> = {}, scope: TagScope = null): Promise<BatchAddResponse> {
   const req = BatchAddRequest.parse(body);
+  // The batch's own tags outside the key's scope refuse the whole batch; an item's, only that item.
+  assertTagsInScope(scope, tagsOf(req) ?? []);
   const results: BatchAddResponse['results'] = [];
   for (const [i, raw] of req.documents.entries()) {
     try {
@@ -286,6 +302,7 @@ export async function batchAdd(ports: GatewayPorts, body: unknown, headers: Reco
           textSubmission(
             item.content,
             defined({
+              scope: scope ?? undefined,
               customId: 'customId' in item ? item.customId : undefined,
               containerTags: own ?? tagsOf(req),
               metadata: 'metadata' in item && item.metadata ? { ...req.metadata, ...item.metadata } : req.metadata,
@@ -330,7 +347,7 @@ async function resolveId(ports: GatewayPorts, idOrCustomId: string): Promise<{ i
  * milliseconds, so a document the log has but the view does not yet is answered from its
  * submission: GET right after add never says 404.
  */
-export async function getDocument(ports: GatewayPorts, idOrCustomId: string): Promise<DocumentView> {
+export async function getDocument(ports: GatewayPorts, idOrCustomId: string, scope: TagScope = null): Promise<DocumentView> {
   const { view, head } = await resolveId(ports, idOrCustomId);
   // Where the view is behind the log (a revision or a metadata update not projected yet), the
   // log's events bring it up to date; the reducer ignores whatever the view already has.
@@ -339,25 +356,32 @@ export async function getDocument(ports: GatewayPorts, idOrCustomId: string): Pr
   if (head.metadataUpdate && v) {
     v = evolve(v, { id: 'head', type: 'document.metadata-updated.v1', documentId: v.id, revision: head.revision, occurredAt: v.updatedAt, correlationId: 'head', causationId: null, data: head.metadataUpdate });
   }
-  if (!v) throw new NotFoundError('Document not found', `no document with id ${JSON.stringify(idOrCustomId)}`);
+  // Outside a scoped key's tags a document is as absent as one that does not exist: no existence oracle.
+  if (!v || !canSee(scope, v.containerTags)) throw new NotFoundError('Document not found', `no document with id or customId ${JSON.stringify(idOrCustomId)}`);
   return v;
 }
 
 /** PATCH /v3/documents/{id}: new content → reprocessed; only tags or metadata → updated in place. */
-export async function updateDocument(ports: GatewayPorts, idOrCustomId: string, body: unknown, headers: Record<string, string> = {}) {
+export async function updateDocument(ports: GatewayPorts, idOrCustomId: string, body: unknown, headers: Record<string, string> = {}, scope: TagScope = null) {
   const req = UpdateDocumentRequest.parse(body);
   for (let attempt = 0; attempt < 5; attempt++) {
-    const { id, head } = await resolveId(ports, idOrCustomId);
-    const current = currentScope(head);
+    const { id, head, view: found } = await resolveId(ports, idOrCustomId);
+    const current = head.submitted ? currentScope(head) : { containerTags: found?.containerTags ?? [], metadata: found?.metadata ?? {}, version: 0 };
+    assertOwns(scope, current.containerTags, idOrCustomId);
     if (req.customId !== undefined && req.customId !== (head.submitted?.data.customId ?? null)) {
       throw new ValidationError('customId cannot be changed', 'customId: a document keeps the customId it was created with');
     }
-    const containerTags = tagsOf(req) ?? current.containerTags;
+    let containerTags = tagsOf(req) ?? current.containerTags;
+    if (scope !== null) containerTags = writeTags(scope, containerTags);
     const metadata = req.metadata ?? current.metadata;
     if (req.content !== undefined && head.submitted) {
       return submit(
         ports,
-        textSubmission(req.content, defined({ documentId: id, customId: head.submitted.data.customId ?? undefined, containerTags, metadata, filepath: req.filepath, taskType: req.taskType }), false),
+        textSubmission(
+          req.content,
+          defined({ documentId: id, customId: head.submitted.data.customId ?? undefined, containerTags, metadata, filepath: req.filepath, taskType: req.taskType, scope: scope ?? undefined }),
+          false,
+        ),
         headers,
       );
     }
@@ -380,8 +404,9 @@ export async function updateDocument(ports: GatewayPorts, idOrCustomId: string, 
  * blobs, chunks and view removed. Works at any status: deleting a document that is still being
  * processed succeeds (the stages drop work for a deleted document).
  */
-export async function deleteDocument(ports: GatewayPorts, idOrCustomId: string, reason: 'api' | 'bulk' = 'api'): Promise<string> {
-  const { id, head } = await resolveId(ports, idOrCustomId);
+export async function deleteDocument(ports: GatewayPorts, idOrCustomId: string, reason: 'api' | 'bulk' = 'api', scope: TagScope = null): Promise<string> {
+  const { id, head, view } = await resolveId(ports, idOrCustomId);
+  assertOwns(scope, head.submitted ? currentScope(head).containerTags : (view?.containerTags ?? []), idOrCustomId);
   const eventId = newId();
   const seq = await ports.events.publish({
     id: eventId,
@@ -399,16 +424,19 @@ export async function deleteDocument(ports: GatewayPorts, idOrCustomId: string, 
 }
 
 /** DELETE /v3/documents/bulk: by ids (each reported), by container tags, or by filepath. */
-export async function bulkDelete(ports: GatewayPorts, body: unknown): Promise<BulkDeleteResponse> {
+export async function bulkDelete(ports: GatewayPorts, body: unknown, scope: TagScope = null): Promise<BulkDeleteResponse> {
   const req = BulkDeleteRequest.parse(body);
+  // Deleting by a tag outside a scoped key's tags is refused whole; by filepath alone, it is limited to the key's tags.
+  const tags = req.containerTags || req.filepath ? readTags(scope, req.containerTags) : undefined;
   let deletedCount = 0;
   const errors: Array<{ id: string; error: string }> = [];
   for (const id of req.ids ?? []) {
     try {
-      await deleteDocument(ports, id, 'bulk');
+      await deleteDocument(ports, id, 'bulk', scope);
       deletedCount++;
     } catch (err) {
       if (err instanceof NotFoundError) errors.push({ id, error: 'not found' });
+      else if (err instanceof PermissionError) errors.push({ id, error: `forbidden: ${err.details ?? err.message}` });
       else errors.push({ id, error: errorMessage(err) });
     }
   }
@@ -417,19 +445,23 @@ export async function bulkDelete(ports: GatewayPorts, body: unknown): Promise<Bu
     const ids: string[] = [];
     for (let offset = 0; ; offset += 200) {
       const page = await ports.views.list({
-        ...(req.containerTags ? { containerTags: req.containerTags } : {}),
+        ...(tags ? { containerTags: tags } : {}),
         ...(req.filepath ? { filepath: req.filepath } : {}),
         sort: 'createdAt',
         order: 'asc',
         limit: 200,
         offset,
       });
-      ids.push(...page.items.map((v) => v.id));
+      for (const v of page.items) {
+        // A document that also carries a tag outside the key's scope is another tenant's too: kept, and reported.
+        if (owns(scope, v.containerTags)) ids.push(v.id);
+        else errors.push({ id: v.id, error: "forbidden: the document also belongs to container tags outside this API key's" });
+      }
       if (page.items.length < 200) break;
     }
     for (const id of ids) {
       try {
-        await deleteDocument(ports, id, 'bulk');
+        await deleteDocument(ports, id, 'bulk', scope);
         deletedCount++;
       } catch (err) {
         if (!(err instanceof NotFoundError)) errors.push({ id, error: errorMessage(err) });
@@ -439,16 +471,17 @@ export async function bulkDelete(ports: GatewayPorts, body: unknown): Promise<Bu
   return {
     success: errors.length === 0,
     deletedCount,
-    ...(req.ids ? { errors } : {}),
+    ...(req.ids || errors.length > 0 ? { errors } : {}),
     ...(req.containerTags ? { containerTags: req.containerTags } : {}),
   };
 }
 
 /** POST /v3/documents/list */
-export async function listDocuments(ports: GatewayPorts, body: unknown): Promise<ListDocumentsResponse> {
+export async function listDocuments(ports: GatewayPorts, body: unknown, scope: TagScope = null): Promise<ListDocumentsResponse> {
   const req = ListDocumentsRequest.parse(body ?? {});
+  const containerTags = readTags(scope, req.containerTags);
   const { items, total } = await ports.views.list({
-    ...(req.containerTags ? { containerTags: req.containerTags } : {}),
+    ...(containerTags ? { containerTags } : {}),
     ...(req.filters ? { filter: req.filters } : {}),
     ...(req.filepath ? { filepath: req.filepath } : {}),
     sort: req.sort,
@@ -463,8 +496,8 @@ export async function listDocuments(ports: GatewayPorts, body: unknown): Promise
 }
 
 /** GET /v3/documents/processing: every document not yet done or failed, oldest first. */
-export async function listProcessing(ports: GatewayPorts): Promise<ProcessingResponse> {
-  const { items, total } = await ports.views.list({ statuses: ['queued', 'extracting', 'chunking', 'embedding'], sort: 'createdAt', order: 'asc', limit: 1000, offset: 0 });
+export async function listProcessing(ports: GatewayPorts, scope: TagScope = null): Promise<ProcessingResponse> {
+  const { items, total } = await ports.views.list({ ...(scope !== null ? { containerTags: [...scope] } : {}), statuses: ['queued', 'extracting', 'chunking', 'embedding'], sort: 'createdAt', order: 'asc', limit: 1000, offset: 0 });
   return {
     documents: items.map((v) => {
       const { id, customId, title, type, status, metadata, containerTags, createdAt, updatedAt } = toDocumentResponse(v);

@@ -14,6 +14,7 @@ import { RRF_K, tokenize, type ChunkIndex, type SearchHit } from '@memstream/chu
 import type { Embedder } from '@memstream/embedder';
 import { ValidationError, documentIdForCustomId } from '@memstream/kit';
 import type { DocumentView, DocumentViews } from '@memstream/views';
+import { readTags, type TagScope } from './scope.js';
 
 /** What search needs: the chunk index to rank, the view store for titles and timestamps, and the query embedder. */
 export interface SearchPorts {
@@ -142,11 +143,12 @@ async function viewsOf(ports: SearchPorts, documentIds: Iterable<string>, tags: 
  * rest are grouped by document, whose score is its best chunk's; `limit` counts documents.
  * `rerank` and `rewriteQuery` are accepted but change nothing: no model for them is configured.
  */
-export async function searchDocuments(ports: SearchPorts, body: unknown): Promise<V3SearchResponse> {
+export async function searchDocuments(ports: SearchPorts, body: unknown, tagScope: TagScope = null): Promise<V3SearchResponse> {
   const clock = ports.clock ?? (() => performance.now());
   const started = clock();
   const req = V3SearchRequest.parse(body);
-  const tags = tagsOf(req);
+  // A scoped key searches its own tags when it names none; naming another tag is 403.
+  const tags = readTags(tagScope, tagsOf(req));
   const scope = await scopeOf(ports, { containerTags: tags, filters: req.filters, docId: req.docId, filepath: req.filepath });
   const hits = await retrieve(ports, req.q, scope, candidateDepth(req.limit));
 
@@ -225,11 +227,11 @@ async function withContext(ports: SearchPorts, documentId: string, matched: Sear
  * drops hits below it. `rerank`, `rewriteQuery` and `aggregate` are accepted but change nothing:
  * no model for them is configured.
  */
-export async function searchMemories(ports: SearchPorts, body: unknown): Promise<V4SearchResponse> {
+export async function searchMemories(ports: SearchPorts, body: unknown, tagScope: TagScope = null): Promise<V4SearchResponse> {
   const clock = ports.clock ?? (() => performance.now());
   const started = clock();
   const req = V4SearchRequest.parse(body);
-  const tags = req.containerTag !== undefined ? [req.containerTag] : undefined;
+  const tags = readTags(tagScope, req.containerTag !== undefined ? [req.containerTag] : undefined, 'containerTag');
   const scope = await scopeOf(ports, { containerTags: tags, filters: req.filters, filepath: req.filepath });
   // A few spare hits, in case some documents were deleted or moved since the index was read.
   const hits = (await retrieve(ports, req.q, scope, req.limit + 10)).filter((h) => normaliseScore(h.score) >= req.threshold);

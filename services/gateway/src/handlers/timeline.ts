@@ -1,6 +1,7 @@
 import type { DocumentEvent } from '@memstream/contracts';
 import { NotFoundError } from '@memstream/kit';
 import { getDocument, type GatewayPorts } from './documents.js';
+import type { TagScope } from './scope.js';
 
 /** One event of a document's life, as GET /v3/documents/{id}/timeline shows it. */
 export interface TimelineEntry {
@@ -40,8 +41,9 @@ function describe(e: DocumentEvent): Pick<TimelineEntry, 'status' | 'stage' | 'd
 }
 
 /** Every event of a document, in log order, with the time between them: where the time went. */
-export async function documentTimeline(ports: GatewayPorts, idOrCustomId: string): Promise<{ id: string; events: TimelineEntry[] }> {
-  const view = await getDocument(ports, idOrCustomId);
+export async function documentTimeline(ports: GatewayPorts, idOrCustomId: string, scope: TagScope = null): Promise<{ id: string; events: TimelineEntry[] }> {
+  // A document outside a scoped key's tags is 404, as for GET.
+  const view = await getDocument(ports, idOrCustomId, scope);
   const history = await ports.events.history(view.id);
   if (history.length === 0) throw new NotFoundError('Document not found', `no events for ${JSON.stringify(idOrCustomId)}`);
   let prev: number | null = null;

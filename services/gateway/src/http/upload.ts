@@ -7,6 +7,7 @@ import { MAX_UPLOAD_BYTES, UploadFileFields } from '@memstream/contracts';
 import { AppError, PayloadTooLargeError, RetryableError, ValidationError, errorMessage, newId, type Logger } from '@memstream/kit';
 import { submit, type GatewayPorts, type Submission } from '../handlers/documents.js';
 import { describeZodError } from './errors.js';
+import { scopeOf } from './auth.js';
 
 const MAX_FIELDS = 20;
 const MAX_FIELD_BYTES = 64 * 1024;
@@ -168,6 +169,8 @@ export function createUploadHandler(opts: { ports: GatewayPorts; blobs: BlobStor
         contentHash: file.sha256,
         appendable: false,
         ...defined({
+          // A scoped key's upload must land inside its container tags; otherwise the stored bytes are deleted below.
+          scope: scopeOf(res) ?? undefined,
           containerTags: tagsOf(f),
           metadata: f.metadata,
           entityContext: f.entityContext,
