@@ -20,10 +20,80 @@ import { blobKey, blobStore } from './blobs.js';
 const enc = new TextEncoder();
 const dec = new TextDecoder();
 
+/** One message as the runner hands it to tracing: where it is in the stream, and the headers it came with. */
+export interface ConsumeInfo {
+  consumer: string;
+  subject: string;
+  documentId: string;
+  /** The event kind from the subject (submitted, extracted, ...). */
+  kind: string;
+  seq: number;
+  deliveryCount: number;
+  headers: Record<string, string>;
+}
+
+/** How the runner disposed of one message (the span's status and the metrics' labels). */
+export interface ConsumeResult {
+  outcome: 'handled' | 'skipped-stale' | 'retried' | 'failed' | 'dead-lettered';
+  /** Set when the outcome is failed or dead-lettered: permanent, poison, exhausted, or undecodable. */
+  failureClass?: string;
+  reason?: string;
+  eventType?: string;
+  revision?: number;
+}
+
+/** A consumer's backlog as the server sees it. */
+export interface ConsumerBacklog {
+  /** Messages matching the filter not yet delivered. */
+  pending: number;
+  /** Delivered and not yet acked. */
+  ackPending: number;
+  redelivered: number;
+}
+
+/**
+ * Where the bus reports to tracing and metrics. The bus cannot depend on @memstream/telemetry
+ * (telemetry depends on kit, and services choose whether to load it), so telemetry installs its
+ * implementation in a global slot when a service imports it, and the bus does nothing without one.
+ */
+export interface BusTelemetry {
+  /** Publish inside a producer span: `send` gets the headers to publish with, carrying the span's trace context. */
+  publish<T>(info: { subject: string; eventType: string; documentId: string; headers: Record<string, string> }, send: (headers: Record<string, string>) => Promise<T>): Promise<T>;
+  /** Handle one message inside a consumer span continued from its headers; `handle` gets the headers that carry that span on. */
+  consume<R extends ConsumeResult>(info: ConsumeInfo, handle: (headers: Record<string, string>) => Promise<R>): Promise<R>;
+  /** Read a consumer's backlog on every scrape; the returned function stops it. */
+  watchConsumer(consumer: string, read: () => Promise<ConsumerBacklog>): () => void;
+  /** The Prometheus exposition of this process for a scrape with this Authorization header. */
+  metrics(authorization: string | undefined): Promise<{ status: number; contentType: string; body: string }>;
+  /** Export buffered spans: the last step of shutdown. */
+  flush(): Promise<void>;
+}
+
+const TELEMETRY_SLOT = Symbol.for('memstream.bus.telemetry');
+
+/** Without telemetry: headers pass through unchanged (the incoming traceparent goes on), nothing is measured. */
+const NO_TELEMETRY: BusTelemetry = {
+  publish: (info, send) => send(info.headers),
+  consume: (info, handle) => handle(info.headers),
+  watchConsumer: () => () => {},
+  metrics: async () => ({ status: 404, contentType: 'application/json', body: JSON.stringify({ error: 'Not found', details: 'this process keeps no metrics (@memstream/telemetry is not loaded)' }) }),
+  flush: async () => {},
+};
+
+/** The installed telemetry, or the pass-through one. */
+export function busTelemetry(): BusTelemetry {
+  return ((globalThis as Record<symbol, unknown>)[TELEMETRY_SLOT] as BusTelemetry | undefined) ?? NO_TELEMETRY;
+}
+
+/** Install the bus's telemetry (what @memstream/telemetry does on import). */
+export function installBusTelemetry(t: BusTelemetry): void {
+  (globalThis as Record<symbol, unknown>)[TELEMETRY_SLOT] = t;
+}
+
 export interface PublishOptions {
   /** Optimistic concurrency: the publish fails unless the last message on this event's subject has this sequence (0: none). */
   expectLastSubjectSequence?: number;
-  /** W3C trace context and other headers to carry along. */
+  /** W3C trace context and other headers to carry along; a traceparent here is the producer span's parent (else the active span). */
   headers?: Record<string, string>;
 }
 
@@ -42,13 +112,16 @@ export async function publishEvent(bus: Bus, event: DocumentEvent, opts: Publish
     const wire: WireEnvelope = { ...valid, data: undefined, claim: { bucket: BLOB_BUCKET, key, bytes: data.byteLength } };
     body = enc.encode(JSON.stringify(wire));
   }
-  const h = natsHeaders();
-  for (const [k, v] of Object.entries(opts.headers ?? {})) h.set(k, v);
-  h.set('Memstream-Event-Type', valid.type);
-  return bus.js.publish(docSubject(valid.documentId, EVENT_KIND_OF[valid.type]), body, {
-    msgID: valid.id,
-    headers: h,
-    ...(opts.expectLastSubjectSequence !== undefined ? { expect: { lastSubjectSequence: opts.expectLastSubjectSequence } } : {}),
+  const subject = docSubject(valid.documentId, EVENT_KIND_OF[valid.type]);
+  return busTelemetry().publish({ subject, eventType: valid.type, documentId: valid.documentId, headers: opts.headers ?? {} }, (headers) => {
+    const h = natsHeaders();
+    for (const [k, v] of Object.entries(headers)) h.set(k, v);
+    h.set('Memstream-Event-Type', valid.type);
+    return bus.js.publish(subject, body, {
+      msgID: valid.id,
+      headers: h,
+      ...(opts.expectLastSubjectSequence !== undefined ? { expect: { lastSubjectSequence: opts.expectLastSubjectSequence } } : {}),
+    });
   });
 }
 
@@ -106,4 +179,21 @@ export function headersToRecord(h: MsgHdrs | undefined, keys: string[] = ['trace
     if (v) out[k] = v;
   }
   return out;
+}
+
+/** The data a stage emitted for one revision of a document, by event kind. */
+export interface StageOutput {
+  extracted: DataOf<'document.extracted.v1'>;
+  chunked: DataOf<'document.chunked.v1'>;
+  embedded: DataOf<'document.embedded.v1'>;
+}
+
+/**
+ * The data a stage emitted for one revision of a document: its last event of `kind`, if that
+ * event belongs to `revision`. A re-drive re-emits it rather than compute it again.
+ */
+export async function dataOfRevision<K extends keyof StageOutput>(bus: Bus, documentId: string, kind: K, revision: number): Promise<StageOutput[K] | null> {
+  const last = await lastEvent(bus, documentId, kind);
+  if (!last || last.event.revision !== revision || last.event.type !== `document.${kind}.v1`) return null;
+  return last.event.data as StageOutput[K];
 }

@@ -1,5 +1,8 @@
-import type { ConsumerName, Stage } from '@memstream/contracts';
+import { createServer, type Server } from 'node:http';
+import { z } from 'zod';
+import { CONSUMERS, STREAM_DOCS, type ConsumerName, type Stage } from '@memstream/contracts';
 import { errorMessage, onShutdown, type Logger } from '@memstream/kit';
+import { busTelemetry } from './events.js';
 import { connectBus, type Bus } from './connect.js';
 import { ensureTopology } from './topology.js';
 import { runConsumer, type Handler, type Outcome } from './runner.js';
@@ -22,9 +25,98 @@ export interface WorkerOptions {
   setup(bus: Bus): Promise<{
     handle: Handler;
     close?: () => Promise<void> | void;
+    /** Throws when a store the handler needs cannot be reached (for /readyz). */
+    ready?: () => Promise<void>;
     more?: Array<{ consumer: ConsumerName; handle: Handler; concurrency?: number; skipStale?: boolean }>;
+    /** Stops consumers of other streams the service runs itself (the notifier's deliveries), with the rest, before NATS drains. */
+    stopConsuming?: () => Promise<void>;
   }>;
   onOutcome?: (outcome: Outcome, event: DocumentEvent | null, ms: number) => void;
+  /** Where /healthz, /readyz and /metrics are served; default: MEMSTREAM_OPS_PORT and MEMSTREAM_OPS_HOST. */
+  ops?: { port: number; host: string };
+}
+
+/**
+ * The ops port's settings. Read here rather than in each service's config.ts so that every
+ * worker, present and future, serves its probes on the same variables without wiring.
+ */
+const OpsEnv = z.object({
+  /** The worker's /healthz, /readyz and /metrics port; 0 picks a free one (logged in the ready line). */
+  MEMSTREAM_OPS_PORT: z.coerce.number().int().min(0).max(65535).default(9464),
+  /** Its bind address: MEMSTREAM_OPS_HOST, else MEMSTREAM_HOST (0.0.0.0 in a container), else loopback. */
+  MEMSTREAM_OPS_HOST: z.string().min(1).optional(),
+  MEMSTREAM_HOST: z.string().min(1).optional(),
+});
+
+export function opsAddressFromEnv(env: NodeJS.ProcessEnv = process.env): { port: number; host: string } {
+  const r = OpsEnv.safeParse(env);
+  if (!r.success) throw new Error(`invalid configuration:\n${r.error.issues.map((i) => `  ${i.path.join('.')}: ${i.message}`).join('\n')}`);
+  return { port: r.data.MEMSTREAM_OPS_PORT, host: r.data.MEMSTREAM_OPS_HOST ?? r.data.MEMSTREAM_HOST ?? '127.0.0.1' };
+}
+
+/** Resolve within `ms` or fail: a broker that went away makes requests hang rather than fail (for /readyz). */
+export function within<T>(ms: number, what: string, p: Promise<T>): Promise<T> {
+  let t: NodeJS.Timeout | undefined;
+  return Promise.race([
+    p.finally(() => clearTimeout(t)),
+    new Promise<never>((_, reject) => {
+      t = setTimeout(() => reject(new Error(`${what} did not answer within ${ms} ms`)), ms);
+    }),
+  ]);
+}
+
+export interface OpsServer {
+  server: Server;
+  url: string;
+  port: number;
+}
+
+/**
+ * A worker's small HTTP port: GET /healthz (the process answers: liveness), GET /readyz (`ready`
+ * resolves: broker and stores reachable, 503 otherwise), GET /metrics (Prometheus, from the
+ * installed telemetry). Errors are `{error, details}`.
+ */
+export async function startOpsServer(opts: { port: number; host: string; ready: () => Promise<void> }): Promise<OpsServer> {
+  const json = (res: import('node:http').ServerResponse, status: number, body: unknown) => {
+    res.writeHead(status, { 'content-type': 'application/json; charset=utf-8', 'cache-control': 'no-store' });
+    res.end(JSON.stringify(body));
+  };
+  const server = createServer((req, res) => {
+    const url = (req.url ?? '/').split('?')[0];
+    if (req.method !== 'GET' && req.method !== 'HEAD') return json(res, 405, { error: 'Method not allowed', details: `${req.method} ${url}: only GET` });
+    if (url === '/healthz') return json(res, 200, { status: 'ok' });
+    if (url === '/readyz') {
+      opts.ready().then(
+        () => json(res, 200, { status: 'ready' }),
+        (err) => json(res, 503, { error: 'Not ready', details: errorMessage(err) }),
+      );
+      return;
+    }
+    if (url === '/metrics') {
+      busTelemetry()
+        .metrics(req.headers.authorization)
+        .then(
+          (m) => {
+            res.writeHead(m.status, { 'content-type': m.contentType, 'cache-control': 'no-store' });
+            res.end(m.body);
+          },
+          (err) => json(res, 500, { error: 'Metrics failed', details: errorMessage(err) }),
+        );
+      return;
+    }
+    json(res, 404, { error: 'Not found', details: `${url}: the ops port serves /healthz, /readyz and /metrics` });
+  });
+  await new Promise<void>((resolve, reject) => {
+    server.once('error', reject);
+    server.listen(opts.port, opts.host, () => {
+      server.off('error', reject);
+      resolve();
+    });
+  });
+  const addr = server.address();
+  const port = typeof addr === 'object' && addr ? addr.port : opts.port;
+  const host = opts.host.includes(':') ? `[${opts.host}]` : opts.host;
+  return { server, port, url: `http://${host}:${port}` };
 }
 
 /**
@@ -34,10 +126,33 @@ export interface WorkerOptions {
 export async function startWorker(opts: WorkerOptions): Promise<void> {
   const { log } = opts;
   try {
+    // The ops port opens first, so liveness answers while the worker connects; readiness waits.
+    let state: 'starting' | 'running' | 'stopping' = 'starting';
+    let checks: () => Promise<void> = async () => {};
+    const ops = await startOpsServer({
+      ...(opts.ops ?? opsAddressFromEnv()),
+      ready: async () => {
+        if (state !== 'running') throw new Error(state);
+        await checks();
+      },
+    }).catch((err: unknown) => {
+      throw new Error(`could not open the ops port (MEMSTREAM_OPS_PORT; 0 picks a free one): ${errorMessage(err)}`);
+    });
     const bus = await connectBus({ url: opts.natsUrl, name: `memstream-${opts.consumer}`, log });
     // Every process applies the same topology, with the same overrides, so none undoes another's.
     await ensureTopology(bus.jsm, { ackWaitMs: opts.ackWaitMs });
-    const { handle, close, more = [] } = await opts.setup(bus);
+    const { handle, close, ready, more = [], stopConsuming } = await opts.setup(bus);
+    checks = async () => {
+      await within(2_000, 'the broker', bus.jsm.getAccountInfo());
+      if (ready) await within(2_000, 'the stores', ready());
+    };
+    const telemetry = busTelemetry();
+    const unwatch = [opts.consumer, ...more.map((m) => m.consumer)].map((c) =>
+      telemetry.watchConsumer(c, async () => {
+        const i = await within(2_000, 'the broker', bus.jsm.consumers.info(STREAM_DOCS, CONSUMERS[c].durable));
+        return { pending: i.num_pending, ackPending: i.num_ack_pending, redelivered: i.num_redelivered };
+      }),
+    );
     const runner = runConsumer({
       bus,
       consumer: opts.consumer,
@@ -54,11 +169,20 @@ export async function startWorker(opts: WorkerOptions): Promise<void> {
       runConsumer({ bus, consumer: m.consumer, log, handle: m.handle, concurrency: m.concurrency ?? opts.concurrency, ...(m.skipStale ? { skipStale: true } : {}) }),
     );
     onShutdown(log, [
-      ['stop consuming', () => Promise.all([runner, ...others].map((r) => r.stop()))],
+      [
+        'stop consuming',
+        () => {
+          state = 'stopping';
+          for (const u of unwatch) u();
+          return Promise.all([...[runner, ...others].map((r) => r.stop()), stopConsuming?.()]);
+        },
+      ],
       ['drain nats', () => bus.close()],
       ['close stores', () => close?.()],
+      ['flush telemetry', () => telemetry.flush()],
     ]);
-    log.info({ consumer: opts.consumer, concurrency: opts.concurrency }, 'ready');
+    state = 'running';
+    log.info({ consumer: opts.consumer, concurrency: opts.concurrency, opsUrl: ops.url, opsPort: ops.port }, 'ready');
   } catch (err) {
     log.fatal({ err: errorMessage(err) }, 'failed to start');
     process.exit(1);

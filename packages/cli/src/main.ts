@@ -10,6 +10,7 @@ import { loadConfig, type Config } from './config.js';
 import { startNatsServer, type NatsServerHandle } from './nats-server.js';
 import { SERVICES, spawnService, stopProcess, type ServiceName, type ServiceProcess } from './stack.js';
 import { compareViews, progressBar, rebuildViews } from './replay.js';
+import { replayEmbed, replayIndex, replayRedrive, runningNatsUrl } from './replay-commands.js';
 
 const USAGE = `memstream — a self-hostable content memory service
 
@@ -18,6 +19,15 @@ const USAGE = `memstream — a self-hostable content memory service
   ./memstream replay projection        rebuild the document view from the log into a new store and
         [--swap]                       compare it with the live one; --swap replaces the live view
                                        with the rebuilt one (stop memstream first)
+  ./memstream replay index [--dry-run]  rebuild the chunk index from the log and compare it with the
+        [--swap]                       live one; --swap makes the rebuilt index live (stop memstream first)
+  ./memstream replay redrive --from <extract|chunk|embed|index>
+        [--all | --tag T | --filter JSON | --failed] [--dry-run] [--yes] [--no-wait]
+                                       process the selected documents again from a stage, as a new
+                                       revision (memstream must be up); waits until they are done
+  ./memstream replay embed --model <hashed:DIM | openai:MODEL[:DIM] | onnx:DIR> [--dry-run] [--yes]
+                                       embed every chunk with a new model into a shadow index, then
+                                       switch search and new documents to it (memstream must be up)
   ./memstream bench [--docs N]         ingest benchmark against a private stack
 
 Configuration (environment): MEMSTREAM_PORT (8787), MEMSTREAM_HOST (127.0.0.1), MEMSTREAM_API_KEY,
@@ -57,6 +67,8 @@ async function up(config: Config): Promise<void> {
   if (!natsUrl) {
     nats = await startNatsServer({ storeDir: path.join(dir, 'nats'), detached: true });
     natsUrl = nats.url;
+    // `replay redrive` and `replay embed` find the running server here.
+    writeFileSync(path.join(dir, 'nats.url'), natsUrl + '\n');
     log.info({ url: natsUrl, version: nats.version, fsync: nats.syncAlways ? 'always' : 'every 2 min (nats-server < 2.10 has no sync_interval)' }, 'nats-server started');
   }
   const env: Record<string, string> = {
@@ -88,6 +100,7 @@ async function up(config: Config): Promise<void> {
       log.warn({ service: p.name, code, signal }, 'service exited: restarting');
       spawnService(p.name, { env, onLog, detached: true })
         .then((np) => {
+          if (np.opsUrl) log.info({ service: np.name, opsUrl: np.opsUrl }, 'restarted: its ops port moved');
           procs.set(np.name, np);
           supervise(np);
         })
@@ -98,7 +111,7 @@ async function up(config: Config): Promise<void> {
   const stopAll = async () => {
     stopping = true;
     // Gateway first (stop accepting), then the stages, then the projection, then the broker.
-    const order: ServiceName[] = ['gateway', 'extractor', 'chunker', 'embedder', 'indexer', 'projection'];
+    const order: ServiceName[] = ['gateway', 'extractor', 'chunker', 'embedder', 'indexer', 'notifier', 'projection'];
     for (const name of order) {
       const p = procs.get(name);
       if (p) await stopProcess(p.child);
@@ -129,6 +142,8 @@ async function up(config: Config): Promise<void> {
         `  base URL : ${url}`,
         `  API key  : ${key}   (from ${source})`,
         `  data dir : ${dir}`,
+        `  metrics  : ${url}/metrics (gateway); workers' /metrics, /healthz, /readyz:`,
+        ...[...procs.values()].filter((p) => p.opsUrl).map((p) => `             ${p.name.padEnd(11)}${p.opsUrl}`),
         `  try      : curl -s ${url}/v3/documents -H "Authorization: Bearer ${key}" -H 'content-type: application/json' -d '{"content":"hello memstream"}'`,
         `  stop     : Ctrl-C`,
         '',
@@ -142,11 +157,13 @@ async function up(config: Config): Promise<void> {
   }
 }
 
-async function withBus<T>(config: Config, fn: (bus: Awaited<ReturnType<typeof connectBus>>) => Promise<T>): Promise<T> {
+async function withBus<T>(config: Config, fn: (bus: Awaited<ReturnType<typeof connectBus>>) => Promise<T>, opts: { running?: boolean } = {}): Promise<T> {
   const dir = dataDir(config);
   const log = pino({ level: 'warn' });
   let nats: NatsServerHandle | null = null;
-  let url = config.NATS_URL;
+  // The server of a running `./memstream up` on this data dir, rather than a second one on its store.
+  let url = config.NATS_URL ?? runningNatsUrl(dir) ?? undefined;
+  if (!url && opts.running) throw new Error(`memstream is not running on ${dir} (and NATS_URL is not set): start it with ./memstream up, the services do this work`);
   if (!url) {
     // Nothing running: open the embedded store with a private server for the duration.
     nats = await startNatsServer({ storeDir: path.join(dir, 'nats') });
@@ -164,8 +181,12 @@ async function withBus<T>(config: Config, fn: (bus: Awaited<ReturnType<typeof co
 
 async function replay(config: Config, args: string[]): Promise<number> {
   const what = args[0];
+  const commands = { index: replayIndex, redrive: replayRedrive, embed: replayEmbed } as const;
+  if (what === 'index' || what === 'redrive' || what === 'embed') {
+    return commands[what](config, dataDir(config), args.slice(1), (fn, opts) => withBus(config, fn, opts));
+  }
   if (what !== 'projection') {
-    process.stderr.write(`replay: unknown target ${what ?? '(none)'}; known: projection\n\n${USAGE}\n`);
+    process.stderr.write(`replay: unknown target ${what ?? '(none)'}; known: projection, index, redrive, embed\n\n${USAGE}\n`);
     return 2;
   }
   const swap = args.includes('--swap');

@@ -5,7 +5,7 @@ import path from 'node:path';
 /** The repository root (this file is packages/cli/src/stack.ts). */
 export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
 
-export const SERVICES = ['projection', 'extractor', 'chunker', 'embedder', 'indexer', 'gateway'] as const;
+export const SERVICES = ['projection', 'extractor', 'chunker', 'embedder', 'indexer', 'notifier', 'gateway'] as const;
 export type ServiceName = (typeof SERVICES)[number];
 
 export interface ServiceProcess {
@@ -13,6 +13,8 @@ export interface ServiceProcess {
   child: ChildProcess;
   /** The gateway's URL once it is ready. */
   url?: string;
+  /** Where a worker serves /healthz, /readyz and /metrics (the gateway serves them on `url`). */
+  opsUrl?: string;
 }
 
 export interface SpawnOptions {
@@ -34,6 +36,9 @@ export interface SpawnOptions {
 export function spawnService(name: ServiceName, opts: SpawnOptions): Promise<ServiceProcess> {
   const entry = path.join(REPO_ROOT, 'services', name, 'src', 'main.ts');
   const env = { ...process.env, ...opts.env };
+  // Several workers share this host: each takes a free ops port (it logs it in its ready line)
+  // unless the caller chose one; the environment's own MEMSTREAM_OPS_PORT would make them collide.
+  env.MEMSTREAM_OPS_PORT = opts.env.MEMSTREAM_OPS_PORT ?? '0';
   // Readiness is read from the `ready` log line, which is info: never start a service quieter than that.
   if (['warn', 'error', 'fatal', 'silent'].includes(env.LOG_LEVEL ?? '')) env.LOG_LEVEL = 'info';
   const child = spawn(process.execPath, [...(process.env.MEMSTREAM_CPU_PROF ? ['--cpu-prof', '--cpu-prof-dir=' + process.env.MEMSTREAM_CPU_PROF] : []), '--import', 'tsx', entry], {
@@ -61,12 +66,13 @@ export function spawnService(name: ServiceName, opts: SpawnOptions): Promise<Ser
           ready = true;
           clearTimeout(timer);
           let url: string | undefined;
+          let opsUrl: string | undefined;
           try {
-            url = (JSON.parse(line) as { url?: string }).url;
+            ({ url, opsUrl } = JSON.parse(line) as { url?: string; opsUrl?: string });
           } catch {
             // a pretty-printed line: the gateway URL is then known from the config
           }
-          resolve({ name, child, ...(url ? { url } : {}) });
+          resolve({ name, child, ...(url ? { url } : {}), ...(opsUrl ? { opsUrl } : {}) });
         }
       }
     };

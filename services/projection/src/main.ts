@@ -1,3 +1,5 @@
+// First: the OpenTelemetry SDK starts before any application module is loaded.
+import { watchDocumentStatuses } from '@memstream/telemetry';
 import path from 'node:path';
 import { mkdirSync } from 'node:fs';
 import { lastEvent, publishEvent, startWorker } from '@memstream/bus';
@@ -53,9 +55,13 @@ await startWorker({
         .finally(() => (scanning = false));
     }, config.STALL_SCAN_MS);
     timer.unref();
+    // memstream_documents{status}: counted in the view store at each scrape.
+    const unwatch = watchDocumentStatuses(() => views.countByStatus());
     return {
       handle: createProjectionHandler(views, { lastSubmitted, tombstoneRevision }),
+      ready: () => views.ping(),
       close: async () => {
+        unwatch();
         clearInterval(timer);
         await views.close();
       },

@@ -1,0 +1,204 @@
+import { randomBytes } from 'node:crypto';
+import {
+  ROOT_CONTEXT,
+  SpanKind,
+  SpanStatusCode,
+  TraceFlags,
+  context,
+  diag,
+  isSpanContextValid,
+  propagation,
+  trace,
+  type Context,
+  type DiagLogger,
+  type Span,
+  type SpanContext,
+} from '@opentelemetry/api';
+import { NodeSDK } from '@opentelemetry/sdk-node';
+import { NoopSpanProcessor, type SpanProcessor } from '@opentelemetry/sdk-trace-base';
+import { createLogger, errorMessage, setLogContext } from '@memstream/kit';
+// Type only: the bus owns the port it reports through; at run time the two meet in a global slot.
+import type { BusTelemetry, ConsumeResult } from '../../bus/src/events.js';
+import { telemetryConfigFrom, type TelemetryConfig } from './config.js';
+import { eventsPublished, initMetrics, recordOutcome, scrape, watchConsumer } from './metrics.js';
+
+const TRACER = 'memstream';
+const BUS_SLOT = Symbol.for('memstream.bus.telemetry');
+
+interface Started {
+  config: TelemetryConfig;
+  sdk: NodeSDK;
+}
+let started: Started | null = null;
+
+/** The tracer every memstream span comes from (a no-op one until the SDK is started). */
+export function tracer() {
+  return trace.getTracer(TRACER);
+}
+
+/** The W3C headers (traceparent, tracestate) that carry `ctx` on. */
+export function traceHeaders(ctx: Context): Record<string, string> {
+  const carrier: Record<string, string> = {};
+  propagation.inject(ctx, carrier);
+  return carrier;
+}
+
+/** traceId and spanId of the active span, for log lines. */
+export function logFields(): Record<string, string> | undefined {
+  const span = trace.getActiveSpan();
+  if (!span) return undefined;
+  const c = span.spanContext();
+  return isSpanContextValid(c) ? { traceId: c.traceId, spanId: c.spanId } : undefined;
+}
+
+/**
+ * Start the OpenTelemetry Node SDK once per process, before the application code (a service's
+ * main.ts imports @memstream/telemetry first), and install the bus's tracing and metrics and the
+ * log lines' trace ids.
+ *
+ * Spans are always made (a W3C trace runs through every stage, and its ids reach the logs and
+ * x-trace-id), but leave the process only when OTEL_TRACES_EXPORTER or an OTLP endpoint says so.
+ * `spanProcessors` replaces the exporters (tests: an in-memory exporter).
+ */
+export function startTelemetry(opts: { env?: NodeJS.ProcessEnv; entry?: string; spanProcessors?: SpanProcessor[] } = {}): TelemetryConfig {
+  if (started) return started.config;
+  const config = telemetryConfigFrom(opts.env ?? process.env, opts.entry ?? process.argv[1]);
+  // Made on the first SDK complaint only (a pretty logger starts a worker thread).
+  let diagLog: ReturnType<typeof createLogger> | null = null;
+  const warn = (msg: string, args: unknown[]) => (diagLog ??= createLogger(config.service)).warn({ otel: args.map(String).join(' ') }, `opentelemetry: ${msg}`);
+  const processors = opts.spanProcessors ?? (config.exportTraces ? undefined : [new NoopSpanProcessor()]);
+  const sdk = new NodeSDK({
+    serviceName: config.serviceName,
+    // Metrics are prom-client's and logs pino's: no OTel metric reader or log exporter, whose
+    // defaults would post OTLP to localhost every minute.
+    metricReaders: [],
+    logRecordProcessors: [],
+    // Without processors the SDK reads OTEL_TRACES_EXPORTER / OTEL_EXPORTER_OTLP_* itself.
+    ...(processors ? { spanProcessors: processors } : {}),
+  });
+  if (!process.env.OTEL_LOG_LEVEL) {
+    // The SDK's own troubles (an unreachable collector) as warnings in the service's log.
+    const toLog: DiagLogger = {
+      error: (msg, ...args) => warn(msg, args),
+      warn: (msg, ...args) => warn(msg, args),
+      info: () => {},
+      debug: () => {},
+      verbose: () => {},
+    };
+    diag.setLogger(toLog, { suppressOverrideMessage: true });
+  }
+  sdk.start();
+  started = { config, sdk };
+  initMetrics(config.service);
+  setLogContext(logFields);
+  (globalThis as Record<symbol, unknown>)[BUS_SLOT] = busTelemetry(config);
+  return config;
+}
+
+/** Export what is buffered and stop: the last step of shutdown. */
+export async function shutdownTelemetry(): Promise<void> {
+  await started?.sdk.shutdown().catch(() => {});
+}
+
+function endSpan(span: Span, err: unknown): void {
+  span.recordException(err instanceof Error ? err : new Error(String(err)));
+  span.setStatus({ code: SpanStatusCode.ERROR, message: errorMessage(err) });
+  span.end();
+}
+
+const FAILED: ReadonlySet<string> = new Set(['retried', 'failed', 'dead-lettered']);
+
+/** The bus's tracing and metrics: a producer span per publish, a consumer span per message. */
+export function busTelemetry(config: TelemetryConfig): BusTelemetry {
+  return {
+    async publish(info, send) {
+      // The headers' traceparent (the gateway's request, the runner's message) is the parent; else the active span.
+      const parent = info.headers.traceparent ? propagation.extract(context.active(), info.headers) : context.active();
+      const span = tracer().startSpan(
+        `publish ${info.eventType}`,
+        {
+          kind: SpanKind.PRODUCER,
+          attributes: {
+            'messaging.system': 'nats',
+            'messaging.operation.type': 'send',
+            'messaging.destination.name': info.subject,
+            'memstream.document.id': info.documentId,
+            'memstream.event.type': info.eventType,
+          },
+        },
+        parent,
+      );
+      const ctx = trace.setSpan(parent, span);
+      try {
+        const out = await context.with(ctx, () => send({ ...info.headers, ...traceHeaders(ctx) }));
+        eventsPublished.inc({ event: info.eventType });
+        span.end();
+        return out;
+      } catch (err) {
+        endSpan(span, err);
+        throw err;
+      }
+    },
+
+    async consume<R extends ConsumeResult>(info: Parameters<BusTelemetry['consume']>[0], handle: (headers: Record<string, string>) => Promise<R>): Promise<R> {
+      const parent = propagation.extract(ROOT_CONTEXT, info.headers);
+      const span = tracer().startSpan(
+        `process ${info.kind}`,
+        {
+          kind: SpanKind.CONSUMER,
+          attributes: {
+            'messaging.system': 'nats',
+            'messaging.operation.type': 'process',
+            'messaging.destination.name': info.subject,
+            'messaging.consumer.group.name': info.consumer,
+            'messaging.message.delivery_count': info.deliveryCount,
+            'messaging.nats.stream_sequence': info.seq,
+            'memstream.document.id': info.documentId,
+          },
+        },
+        parent,
+      );
+      const ctx = trace.setSpan(parent, span);
+      const t0 = performance.now();
+      let result: R;
+      try {
+        result = await context.with(ctx, () => handle({ ...info.headers, ...traceHeaders(ctx) }));
+      } catch (err) {
+        recordOutcome({ stage: info.consumer, event: info.kind, outcome: 'error', seconds: (performance.now() - t0) / 1000 });
+        endSpan(span, err);
+        throw err;
+      }
+      recordOutcome({ stage: info.consumer, event: info.kind, outcome: result.outcome, failureClass: result.failureClass, seconds: (performance.now() - t0) / 1000 });
+      span.setAttribute('memstream.outcome', result.outcome);
+      if (result.eventType) span.setAttribute('memstream.event.type', result.eventType);
+      if (result.revision !== undefined) span.setAttribute('memstream.revision', result.revision);
+      if (result.failureClass) span.setAttribute('memstream.failure.class', result.failureClass);
+      if (FAILED.has(result.outcome)) span.setStatus({ code: SpanStatusCode.ERROR, message: result.reason ?? result.outcome });
+      span.end();
+      return result;
+    },
+
+    watchConsumer,
+    metrics: (authorization) => scrape(authorization, config.metricsToken),
+    flush: shutdownTelemetry,
+  };
+}
+
+const TRACEPARENT = /^00-([\da-f]{32})-([\da-f]{16})-([\da-f]{2})$/;
+
+/**
+ * The span context a request continues: the SDK's span when it runs; else (OTEL_SDK_DISABLED)
+ * the request's own valid traceparent, or new random ids, so x-trace-id and the published
+ * traceparent are always right.
+ */
+export function requestSpanContext(span: Span, incoming: string | undefined): SpanContext {
+  const c = span.spanContext();
+  if (isSpanContextValid(c)) return c;
+  const m = incoming ? TRACEPARENT.exec(incoming) : null;
+  if (m && !/^0+$/.test(m[1]!) && !/^0+$/.test(m[2]!)) return { traceId: m[1]!, spanId: randomBytes(8).toString('hex'), traceFlags: TraceFlags.SAMPLED };
+  return { traceId: randomBytes(16).toString('hex'), spanId: randomBytes(8).toString('hex'), traceFlags: TraceFlags.SAMPLED };
+}
+
+export function formatTraceparent(c: SpanContext): string {
+  return `00-${c.traceId}-${c.spanId}-${(c.traceFlags & 0xff).toString(16).padStart(2, '0')}`;
+}
