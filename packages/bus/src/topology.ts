@@ -1,5 +1,18 @@
+import { storageReplicas } from '@memstream/kit';
 import { AckPolicy, DeliverPolicy, DiscardPolicy, RetentionPolicy, StorageType, type JetStreamManager, type StreamConfig } from '@nats-io/jetstream';
-import { CONSUMERS, DEAD_LETTER_SUBJECTS, DOC_SUBJECTS, STREAM_DEAD_LETTERS, STREAM_DOCS, type ConsumerName } from '@memstream/contracts';
+import {
+  CONSUMERS,
+  DEAD_LETTER_SUBJECTS,
+  DOC_SUBJECTS,
+  LIFECYCLE_SUBJECTS,
+  STREAM_DEAD_LETTERS,
+  STREAM_DOCS,
+  STREAM_LIFECYCLE,
+  STREAM_WEBHOOK_DELIVERIES,
+  WEBHOOK_DELIVERY_CONSUMER,
+  WEBHOOK_DELIVERY_SUBJECTS,
+  type ConsumerName,
+} from '@memstream/contracts';
 
 /**
  * Delivery settings per consumer, chosen on purpose:
@@ -22,6 +35,7 @@ export const DEFAULT_POLICIES: Record<ConsumerName, ConsumerPolicy> = {
   indexer: { ackWaitMs: 30_000, maxDeliver: 6, maxAckPending: 256 },
   indexerMeta: { ackWaitMs: 30_000, maxDeliver: 6, maxAckPending: 256 },
   projection: { ackWaitMs: 30_000, maxDeliver: 10, maxAckPending: 1024 },
+  notifier: { ackWaitMs: 30_000, maxDeliver: 10, maxAckPending: 1024 },
 };
 
 export interface TopologyOptions {
@@ -43,7 +57,7 @@ export function docsStreamConfig(opts: TopologyOptions = {}): Partial<StreamConf
     storage: StorageType.File,
     retention: RetentionPolicy.Limits,
     discard: DiscardPolicy.Old,
-    num_replicas: opts.replicas ?? 1,
+    num_replicas: opts.replicas ?? storageReplicas(),
     duplicate_window: (opts.duplicateWindowMs ?? 120_000) * 1_000_000,
     max_msg_size: 1024 * 1024,
     allow_direct: true,
@@ -80,10 +94,64 @@ export async function ensureTopology(jsm: JetStreamManager, opts: TopologyOption
     subjects: [DEAD_LETTER_SUBJECTS],
     storage: StorageType.File,
     retention: RetentionPolicy.Limits,
-    num_replicas: opts.replicas ?? 1,
+    num_replicas: opts.replicas ?? storageReplicas(),
   });
   for (const name of Object.keys(CONSUMERS) as ConsumerName[]) {
     await ensureConsumer(jsm, name, { ...DEFAULT_POLICIES[name], ...(opts.ackWaitMs ? { ackWaitMs: opts.ackWaitMs } : {}) });
+  }
+  await ensureWebhookTopology(jsm, opts);
+}
+
+/**
+ * Outbound lifecycle events. LIFECYCLE keeps a day of transitions (the resume window of
+ * GET /v3/events). WEBHOOK_DELIVERIES is a work queue: a delivery leaves it when it is acked
+ * (delivered, or failed for good and copied to DEAD_LETTERS). Its consumer redelivers without a
+ * server-side limit because the notifier enforces the retry budget (MEMSTREAM_WEBHOOK_MAX_ATTEMPTS)
+ * itself, so that setting lives in one service's environment instead of every process's topology.
+ * max_ack_pending is high because a delivery waiting for its backoff counts as pending: one dead
+ * receiver must not hold up the others.
+ */
+export async function ensureWebhookTopology(jsm: JetStreamManager, opts: TopologyOptions = {}): Promise<void> {
+  const dedupe = 10 * 60_000 * 1_000_000;
+  await ensureStream(jsm, {
+    name: STREAM_LIFECYCLE,
+    subjects: [LIFECYCLE_SUBJECTS],
+    storage: StorageType.File,
+    retention: RetentionPolicy.Limits,
+    discard: DiscardPolicy.Old,
+    max_age: 24 * 3600_000 * 1_000_000,
+    num_replicas: opts.replicas ?? storageReplicas(),
+    duplicate_window: dedupe,
+    deny_purge: false,
+  });
+  await ensureStream(jsm, {
+    name: STREAM_WEBHOOK_DELIVERIES,
+    subjects: [WEBHOOK_DELIVERY_SUBJECTS],
+    storage: StorageType.File,
+    retention: RetentionPolicy.Workqueue,
+    num_replicas: opts.replicas ?? storageReplicas(),
+    duplicate_window: dedupe,
+    deny_purge: false,
+  });
+  try {
+    await jsm.consumers.info(STREAM_WEBHOOK_DELIVERIES, WEBHOOK_DELIVERY_CONSUMER);
+  } catch (err) {
+    if (!isNotFound(err)) throw err;
+    try {
+      await jsm.consumers.add(STREAM_WEBHOOK_DELIVERIES, {
+        durable_name: WEBHOOK_DELIVERY_CONSUMER,
+        ack_policy: AckPolicy.Explicit,
+        deliver_policy: DeliverPolicy.All,
+        filter_subject: WEBHOOK_DELIVERY_SUBJECTS,
+        // A POST times out after 10 s; the runner also calls working() while one runs.
+        ack_wait: 60_000 * 1_000_000,
+        max_deliver: -1,
+        max_ack_pending: 20_000,
+        inactive_threshold: 0,
+      });
+    } catch (e) {
+      if (!/already in use|already exists/i.test(String(e))) throw e;
+    }
   }
 }
 
@@ -92,7 +160,8 @@ export async function ensureConsumer(jsm: JetStreamManager, name: ConsumerName, 
   const cfg = {
     durable_name: durable,
     ack_policy: AckPolicy.Explicit,
-    deliver_policy: DeliverPolicy.All,
+    // The notifier announces what happens from now on, never the history already in the log.
+    deliver_policy: 'startAt' in CONSUMERS[name] ? DeliverPolicy.New : DeliverPolicy.All,
     filter_subject: filter,
     ack_wait: policy.ackWaitMs * 1_000_000,
     max_deliver: policy.maxDeliver,

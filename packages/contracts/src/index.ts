@@ -5,3 +5,5 @@ export * from './http.js';
 export * from './vectors.js';
 export * from './filters.js';
 export * from './search.js';
+export * from './embedding-config.js';
+export * from './webhooks.js';

@@ -38,6 +38,8 @@ export const CONSUMERS = {
   /** nats-server 2.9 allows one filter subject per consumer: the indexer's second consumer follows tag and metadata changes. */
   indexerMeta: { durable: 'indexer-meta', filter: 'doc.*.metadata-updated' },
   projection: { durable: 'projection', filter: 'doc.>' },
+  /** Lifecycle transitions for webhooks and SSE. Starts at the end of the log: history is never announced. */
+  notifier: { durable: 'notifier', filter: 'doc.>', startAt: 'new' },
 } as const;
 export type ConsumerName = keyof typeof CONSUMERS;
 
@@ -46,3 +48,28 @@ export const CLAIM_CHECK_BYTES = 256 * 1024;
 
 /** Document ids must be one NATS subject token. */
 export const DOCUMENT_ID_PATTERN = /^[A-Za-z0-9_-]{1,64}$/;
+
+/**
+ * Outbound lifecycle events (services/notifier). LIFECYCLE holds every transition with the
+ * document's tags resolved, for GET /v3/events; WEBHOOK_DELIVERIES is the work queue of
+ * (event, webhook) deliveries, one subject per webhook.
+ */
+export const STREAM_LIFECYCLE = 'LIFECYCLE';
+export const LIFECYCLE_SUBJECTS = 'lifecycle.>';
+export function lifecycleSubject(documentId: string): string {
+  return `lifecycle.${documentId}`;
+}
+export const STREAM_WEBHOOK_DELIVERIES = 'WEBHOOK_DELIVERIES';
+export const WEBHOOK_DELIVERY_SUBJECTS = 'hook.>';
+export function webhookDeliverySubject(webhookId: string): string {
+  return `hook.${webhookId}`;
+}
+/** The durable pull consumer that POSTs deliveries (on WEBHOOK_DELIVERIES, not DOCS). */
+export const WEBHOOK_DELIVERY_CONSUMER = 'notifier-deliveries';
+/** Registrations, secrets included. */
+export const WEBHOOKS_BUCKET = 'memstream-webhooks';
+/** The state of each delivery after its latest attempt, kept for WEBHOOK_DELIVERY_RECORD_TTL_MS. */
+export const WEBHOOK_DELIVERIES_BUCKET = 'memstream-webhook-deliveries';
+export const WEBHOOK_DELIVERY_RECORD_TTL_MS = 7 * 24 * 3600_000;
+/** The notifier's note of each document's tags and customId, which a deletion's tombstone no longer has in the log. */
+export const NOTIFIER_DOCS_BUCKET = 'memstream-notifier-docs';

@@ -4,3 +4,4 @@ export * from './env.js';
 export * from './lifecycle.js';
 export * from './ids.js';
 export * from './conversation.js';
+export * from './address-policy.js';

@@ -1,7 +1,7 @@
 import express, { type Express, type Request, type RequestHandler } from 'express';
-import { randomBytes } from 'node:crypto';
 import type { Logger } from '@memstream/kit';
-import { bearerAuth } from './http/auth.js';
+import { httpTelemetry, metricsHandler } from '@memstream/telemetry';
+import { authenticate, keyRoutes, scopeOf, type AuthOptions } from './http/auth.js';
 import { errorMiddleware, notFound } from './http/errors.js';
 import { openApiDocument } from './http/openapi.js';
 import {
@@ -18,6 +18,7 @@ import {
 } from './handlers/documents.js';
 import { documentTimeline } from './handlers/timeline.js';
 import { searchDocuments, searchMemories, type SearchPorts } from './handlers/search.js';
+import { webhookRoutes, type WebhookRouteOptions } from './http/webhooks.js';
 
 export interface AppOptions {
   ports: GatewayPorts;
@@ -30,12 +31,10 @@ export interface AppOptions {
   uploadFile?: RequestHandler;
   /** POST /v3/search and /v4/search; absent in tests that do not search (the routes are then 404s). */
   search?: SearchPorts;
-}
-
-/** A W3C traceparent for a request that came without one, so one trace follows a document through every stage. */
-function traceparent(incoming: string | undefined): string {
-  if (incoming && /^[\da-f]{2}-[\da-f]{32}-[\da-f]{16}-[\da-f]{2}$/.test(incoming)) return incoming;
-  return `00-${randomBytes(16).toString('hex')}-${randomBytes(8).toString('hex')}-01`;
+  /** Scoped keys and rate limits; absent: only the admin key, unlimited. */
+  auth?: AuthOptions;
+  /** /v3/webhooks and /v3/events (SSE); absent in tests that do not need them. */
+  webhooks?: Omit<WebhookRouteOptions, 'log'>;
 }
 
 function trace(req: Request): Record<string, string> {
@@ -50,6 +49,11 @@ export function createApp(opts: AppOptions): Express {
   app.set('etag', false);
   // Query strings are not used for anything; the simple parser cannot be made to build deep objects.
   app.set('query parser', 'simple');
+  // First: every request is measured, and traced in a server span (continued from its
+  // traceparent) whose context the handlers publish with (res.locals.traceparent, x-trace-id).
+  app.use(httpTelemetry());
+  // Prometheus; open unless MEMSTREAM_METRICS_TOKEN is set (docs/observability.md).
+  app.get('/metrics', metricsHandler());
 
   app.get('/healthz', (_req, res) => {
     res.json({ status: 'ok' });
@@ -71,47 +75,44 @@ export function createApp(opts: AppOptions): Express {
     res.redirect(308, '/v3/documents' + req.url);
   });
 
-  app.use((req, res, next) => {
-    const tp = traceparent(req.header('traceparent'));
-    res.locals.traceparent = tp;
-    res.setHeader('x-trace-id', tp.split('-')[1]!);
-    next();
-  });
-  app.use(bearerAuth(opts.apiKey));
+  // Sets res.locals.principal (see Principal in http/auth.ts) for every route below.
+  app.use(authenticate(opts.apiKey, opts.auth));
   // Every JSON-ish body is parsed whatever its declared type (DELETE bodies included); multipart is left to the upload route.
   app.use(express.json({ limit: opts.jsonLimit ?? '10mb', type: (req) => !String(req.headers['content-type'] ?? '').startsWith('multipart/') }));
 
-  // Fixed paths before /{id}.
+  if (opts.auth?.keys) app.use(keyRoutes(opts.auth.keys, log));
+
+  // Fixed paths before /{id}. Every handler gets the caller's tag scope (null: the admin key).
   app.get('/v3/documents/processing', async (_req, res) => {
-    res.json(await listProcessing(ports));
+    res.json(await listProcessing(ports, scopeOf(res)));
   });
   app.delete('/v3/documents/bulk', async (req, res) => {
-    res.json(await bulkDelete(ports, req.body));
+    res.json(await bulkDelete(ports, req.body, scopeOf(res)));
   });
   app.post('/v3/documents/list', async (req, res) => {
-    res.json(await listDocuments(ports, req.body ?? {}));
+    res.json(await listDocuments(ports, req.body ?? {}, scopeOf(res)));
   });
   if (opts.uploadFile) app.post('/v3/documents/file', opts.uploadFile);
   app.post('/v3/documents/batch', async (req, res) => {
-    res.json(await batchAdd(ports, req.body, trace(req)));
+    res.json(await batchAdd(ports, req.body, trace(req), scopeOf(res)));
   });
   app.post('/v3/documents', async (req, res) => {
-    const out = await addDocument(ports, req.body, trace(req));
+    const out = await addDocument(ports, req.body, trace(req), scopeOf(res));
     log.info({ documentId: out.id, status: out.status }, 'document accepted');
     res.json(out);
   });
 
   app.get('/v3/documents/:id/timeline', async (req, res) => {
-    res.json(await documentTimeline(ports, req.params.id));
+    res.json(await documentTimeline(ports, req.params.id, scopeOf(res)));
   });
   app.get('/v3/documents/:id', async (req, res) => {
-    res.json(toDocumentResponse(await getDocument(ports, req.params.id)));
+    res.json(toDocumentResponse(await getDocument(ports, req.params.id, scopeOf(res))));
   });
   app.patch('/v3/documents/:id', async (req, res) => {
-    res.json(await updateDocument(ports, req.params.id, req.body ?? {}, trace(req)));
+    res.json(await updateDocument(ports, req.params.id, req.body ?? {}, trace(req), scopeOf(res)));
   });
   app.delete('/v3/documents/:id', async (req, res) => {
-    const id = await deleteDocument(ports, req.params.id);
+    const id = await deleteDocument(ports, req.params.id, 'api', scopeOf(res));
     log.info({ documentId: id }, 'document deleted');
     res.status(204).end();
   });
@@ -120,13 +121,15 @@ export function createApp(opts: AppOptions): Express {
   if (search) {
     // The SDK's search.documents / search.execute.
     app.post('/v3/search', async (req, res) => {
-      res.json(await searchDocuments(search, req.body));
+      res.json(await searchDocuments(search, req.body, scopeOf(res)));
     });
     // The SDK's search / search.memories.
     app.post('/v4/search', async (req, res) => {
-      res.json(await searchMemories(search, req.body));
+      res.json(await searchMemories(search, req.body, scopeOf(res)));
     });
   }
+
+  if (opts.webhooks) app.use(webhookRoutes({ ...opts.webhooks, log }));
 
   app.use(notFound);
   app.use(errorMiddleware(log));

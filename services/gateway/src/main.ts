@@ -1,16 +1,22 @@
+// First: the OpenTelemetry SDK starts before any application module is loaded.
+import { shutdownTelemetry } from '@memstream/telemetry';
 import path from 'node:path';
 import { mkdirSync } from 'node:fs';
 import type { Server } from 'node:http';
-import { blobStore, connectBus, ensureTopology } from '@memstream/bus';
+import { blobStore, connectBus, ensureTopology, kvRateLimiter, within } from '@memstream/bus';
 import { openChunkIndex } from '@memstream/chunk-index';
-import { createEmbedder, embedderConfigFrom } from '@memstream/embedder';
+import { embedderConfigFrom, loadEmbedder, modelCache, sharedRateLimitFrom } from '@memstream/embedder';
 import { createLogger, errorMessage, onShutdown } from '@memstream/kit';
 import { openDocumentViews } from '@memstream/views';
 import { loadConfig } from './config.js';
 import { createApp } from './app.js';
 import { jetstreamEventLog } from './adapters/event-log.js';
 import { kvTagContexts } from './adapters/tag-contexts.js';
+import { followActiveModel } from './adapters/active-model.js';
+import { startKeyAuth } from './adapters/keys.js';
 import { createUploadHandler } from './http/upload.js';
+import { jetstreamLifecycleSource, kvWebhookStore } from './adapters/webhooks.js';
+import { EventStreams } from './http/events.js';
 
 const config = loadConfig();
 const log = createLogger('gateway', { level: config.LOG_LEVEL });
@@ -29,18 +35,39 @@ try {
     ...(config.QDRANT_API_KEY ? { qdrantApiKey: config.QDRANT_API_KEY } : {}),
   });
   const blobs = blobStore(bus);
-  const ports = { views, index, blobs, events: jetstreamEventLog(bus), tagContexts: await kvTagContexts(bus), now: () => new Date() };
+  // Query embeddings draw from the same shared EMBEDDING_RPS budget as the embedder's replicas.
+  const sharedRateLimit = sharedRateLimitFrom(config);
+  const rateLimiter = sharedRateLimit ? await kvRateLimiter(bus, sharedRateLimit) : undefined;
+  const embedder = await loadEmbedder(embedderConfigFrom(config), { rateLimiter });
+  // The embedding model can be switched at run time (memstream replay embed): search follows NATS KV.
+  const modelFor = modelCache(config, embedder, async (c) => {
+    const limit = sharedRateLimitFrom(c);
+    return loadEmbedder(embedderConfigFrom(c), { rateLimiter: limit ? await kvRateLimiter(bus, limit) : undefined });
+  });
+  const active = await followActiveModel(bus, { dataDir: config.MEMSTREAM_DATA_DIR, qdrantUrl: config.QDRANT_URL, qdrantApiKey: config.QDRANT_API_KEY, log, embedder, index, embedderFor: modelFor });
+  const ports = { views, index: active.deletes, blobs, events: jetstreamEventLog(bus), tagContexts: await kvTagContexts(bus), now: () => new Date() };
+  // Scoped API keys (NATS KV, watched), their shared rate limits, and the key.expiring notices.
+  const keyAuth = await startKeyAuth(bus, config, log);
+  // Webhook registrations (NATS KV, shared with the notifier) and the SSE streams, ended first at shutdown.
+  const eventStreams = new EventStreams();
+  const webhooks = {
+    ports: { store: await kvWebhookStore(bus), now: () => new Date(), allowPrivate: config.MEMSTREAM_WEBHOOK_ALLOW_PRIVATE },
+    events: jetstreamLifecycleSource(bus),
+    streams: eventStreams,
+  };
   const app = createApp({
+    webhooks,
     ports,
     apiKey: config.MEMSTREAM_API_KEY,
     log,
     jsonLimit: config.MEMSTREAM_JSON_LIMIT,
     uploadFile: createUploadHandler({ ports, blobs, log }),
-    search: { index, views, embedder: createEmbedder(embedderConfigFrom(config)) },
+    search: active.searchPorts(views),
+    auth: keyAuth.auth,
     ready: async () => {
-      await bus.jsm.getAccountInfo();
-      await views.ping();
-      await index.ping();
+      // Bounded: with the broker away a request waits for it rather than fails, and a probe must answer.
+      await within(2_000, 'the broker', bus.jsm.getAccountInfo());
+      await within(2_000, 'the stores', Promise.all([views.ping(), index.ping()]));
     },
   });
   const server: Server = await new Promise((resolve, reject) => {
@@ -50,9 +77,12 @@ try {
   const addr = server.address();
   const port = typeof addr === 'object' && addr ? addr.port : config.MEMSTREAM_PORT;
   onShutdown(log, [
+    ['end event streams', () => eventStreams.closeAll()],
     ['stop accepting requests', () => new Promise<void>((r) => server.close(() => r()))],
+    ['stop the API key watch', () => keyAuth.stop()],
     ['drain nats', () => bus.close()],
-    ['close stores', async () => Promise.all([views.close(), index.close()])],
+    ['close stores', async () => Promise.all([views.close(), index.close(), active.close()])],
+    ['flush telemetry', () => shutdownTelemetry()],
   ]);
   log.info({ url: `http://${config.MEMSTREAM_HOST}:${port}`, port }, 'ready');
 } catch (err) {

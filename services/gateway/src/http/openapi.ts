@@ -6,6 +6,11 @@ import {
   BatchAddResponse,
   BulkDeleteRequest,
   BulkDeleteResponse,
+  CreateScopedKeyRequest,
+  CreateScopedKeyResponse,
+  ListScopedKeysResponse,
+  RateLimitErrorBody,
+  RevokeScopedKeyResponse,
   DocumentResponse,
   ErrorBody,
   ListDocumentsRequest,
@@ -18,6 +23,7 @@ import {
   V4SearchRequest,
   V4SearchResponse,
 } from '@memstream/contracts';
+import { webhookOpenApiPaths } from './webhooks.js';
 
 /** A JSON Schema of the request side (what a client may send: numeric strings, JSON strings). */
 const input = (s: z.ZodType) => z.toJSONSchema(s, { io: 'input', unrepresentable: 'any', target: 'openapi-3.0' });
@@ -27,6 +33,8 @@ const json = (schema: object) => ({ content: { 'application/json': { schema } } 
 const errors = {
   '400': { description: 'Invalid request: the details name the field', ...json({ $ref: '#/components/schemas/Error' }) },
   '401': { description: 'Missing or invalid API key', ...json({ $ref: '#/components/schemas/Error' }) },
+  '403': { description: "A scoped API key outside its container tags (docs/auth.md)", ...json({ $ref: '#/components/schemas/Error' }) },
+  '429': { description: 'Rate limit: wait Retry-After seconds (retry-after-ms milliseconds)', ...json(output(RateLimitErrorBody)) },
 };
 const notFound = { '404': { description: 'No such document', ...json({ $ref: '#/components/schemas/Error' }) } };
 const idParam = [{ name: 'id', in: 'path', required: true, description: 'Document id or customId', schema: { type: 'string' } }];
@@ -107,6 +115,21 @@ export function openApiDocument(): object {
           responses: { '200': { description: 'Hits, best first', ...json(output(V4SearchResponse)) }, ...errors },
         },
       },
+      '/v3/auth/scoped-key': {
+        post: {
+          summary: 'Create a scoped API key (admin key only); the key is in this answer only',
+          requestBody: { required: true, ...json(input(CreateScopedKeyRequest)) },
+          responses: { '200': { description: 'Created', ...json(output(CreateScopedKeyResponse)) }, ...errors },
+        },
+        get: { summary: 'List scoped API keys, without their secrets (admin key only)', responses: { '200': { description: 'Keys', ...json(output(ListScopedKeysResponse)) }, ...errors } },
+      },
+      '/v3/auth/scoped-key/{id}': {
+        delete: {
+          summary: 'Revoke a scoped API key on every gateway replica (admin key only)',
+          parameters: [{ name: 'id', in: 'path', required: true, description: 'Key id', schema: { type: 'string' } }],
+          responses: { '200': { description: 'Revoked', ...json(output(RevokeScopedKeyResponse)) }, ...errors, '404': { description: 'No such key', ...json({ $ref: '#/components/schemas/Error' }) } },
+        },
+      },
       '/v3/documents/{id}': {
         get: { summary: 'One document, with its content', parameters: idParam, responses: { '200': { description: 'The document', ...json({ $ref: '#/components/schemas/Document' }) }, ...errors, ...notFound } },
         patch: {
@@ -117,6 +140,7 @@ export function openApiDocument(): object {
         },
         delete: { summary: 'Delete permanently', parameters: idParam, responses: { '204': { description: 'Deleted' }, ...errors, ...notFound } },
       },
+      ...webhookOpenApiPaths(),
     },
   };
   return cached;

@@ -1,0 +1,152 @@
+import { z } from 'zod';
+import { ContainerTag, FailureClass, Stage } from './common.js';
+import type { DocumentEvent } from './events.js';
+
+/**
+ * Outbound lifecycle events: what webhooks and GET /v3/events carry. A transition is a change of
+ * a document's status as its owner sees it; metadata-only updates are not transitions.
+ */
+export const LIFECYCLE_TRANSITIONS = ['queued', 'extracting', 'chunking', 'embedding', 'done', 'failed', 'deleted'] as const;
+export const LifecycleTransition = z.enum(LIFECYCLE_TRANSITIONS);
+export type LifecycleTransition = z.infer<typeof LifecycleTransition>;
+
+/** The transition a document event is, or null when it is none (extracted, chunked, embedded, metadata-updated). */
+export function transitionOf(event: DocumentEvent): LifecycleTransition | null {
+  switch (event.type) {
+    case 'document.submitted.v1':
+      return 'queued';
+    case 'document.stage-started.v1':
+      return event.data.stage;
+    case 'document.indexed.v1':
+      return 'done';
+    case 'document.failed.v1':
+      return 'failed';
+    case 'document.deleted.v1':
+      return 'deleted';
+    default:
+      return null;
+  }
+}
+
+/**
+ * One transition of one document: the webhook body and the SSE `data`. `id` is the id of the
+ * document event behind it, the same on every retry and for every receiver: deduplicate by it.
+ */
+export const LifecycleEvent = z.object({
+  id: z.string().min(1).max(128),
+  /** `document.<status>`, e.g. document.done. */
+  type: z.string().regex(/^document\.[a-z]+$/),
+  documentId: z.string(),
+  customId: z.string().nullable(),
+  containerTags: z.array(z.string()),
+  status: LifecycleTransition,
+  revision: z.number().int().positive(),
+  occurredAt: z.iso.datetime(),
+  /** Only on document.failed: where and why. */
+  error: z.object({ stage: Stage, reason: z.string(), class: FailureClass }).optional(),
+});
+export type LifecycleEvent = z.infer<typeof LifecycleEvent>;
+
+/** Standard Webhooks secrets: `whsec_` and the base64 of the HMAC key (16 to 64 bytes). */
+export const WEBHOOK_SECRET_PATTERN = /^whsec_[A-Za-z0-9+/]+={0,2}$/;
+export const WebhookSecret = z
+  .string()
+  .regex(WEBHOOK_SECRET_PATTERN, 'secret must be "whsec_" followed by base64 (e.g. whsec_ + 32 random bytes in base64); omit it to have one generated')
+  .refine((s) => {
+    const n = Buffer.from(s.slice('whsec_'.length), 'base64').byteLength;
+    return n >= 16 && n <= 64;
+  }, 'secret must encode 16 to 64 bytes after "whsec_"');
+
+/** A receiver URL: http or https, with a host, no credentials in it. Where it may point is checked at delivery. */
+export const WebhookUrl = z
+  .string({ error: 'url is required and must be a string' })
+  .max(2048, 'url must be at most 2048 characters')
+  .superRefine((s, ctx) => {
+    let u: URL;
+    try {
+      u = new URL(s);
+    } catch {
+      ctx.addIssue({ code: 'custom', message: 'url must be an absolute http or https URL' });
+      return;
+    }
+    if (u.protocol !== 'http:' && u.protocol !== 'https:') ctx.addIssue({ code: 'custom', message: `url must use http or https, not ${u.protocol.replace(/:$/, '')}` });
+    else if (!u.hostname) ctx.addIssue({ code: 'custom', message: 'url must name a host' });
+    if (u.username || u.password) ctx.addIssue({ code: 'custom', message: 'url must not contain credentials; receivers verify the signature instead' });
+  });
+
+/** POST /v3/webhooks. */
+export const CreateWebhookRequest = z.strictObject({
+  url: WebhookUrl,
+  /** Only documents with at least one of these tags; omitted or empty: every document (global, admin key only). */
+  containerTags: z.array(ContainerTag).max(100).optional(),
+  /** Which transitions; default all. */
+  events: z.array(LifecycleTransition).min(1, 'events must name at least one transition, or be omitted for all').optional(),
+  /** Generated when absent, and shown only in this response. */
+  secret: WebhookSecret.optional(),
+  description: z.string().max(500).optional(),
+});
+export type CreateWebhookRequest = z.infer<typeof CreateWebhookRequest>;
+
+/** A registration as stored (NATS KV, bucket WEBHOOKS_BUCKET). */
+export const Webhook = z.object({
+  id: z.string(),
+  url: z.string(),
+  /** Empty: global. */
+  containerTags: z.array(z.string()),
+  events: z.array(LifecycleTransition),
+  secret: z.string(),
+  description: z.string().nullable(),
+  createdAt: z.iso.datetime(),
+  /** The scoped key that registered it, or null for the admin key. */
+  createdBy: z.string().nullable(),
+});
+export type Webhook = z.infer<typeof Webhook>;
+
+/** What GET /v3/webhooks shows: no secret. */
+export const WebhookResponse = Webhook.omit({ secret: true });
+export type WebhookResponse = z.infer<typeof WebhookResponse>;
+/** What POST /v3/webhooks answers: the secret, this once. */
+export const CreateWebhookResponse = Webhook;
+export const ListWebhooksResponse = z.object({ webhooks: z.array(WebhookResponse) });
+export type ListWebhooksResponse = z.infer<typeof ListWebhooksResponse>;
+
+/** One queued delivery (stream WEBHOOK_DELIVERIES, subject hook.<webhookId>, Nats-Msg-Id `${event.id}:${webhookId}`). */
+export const WebhookDeliveryJob = z.object({
+  webhookId: z.string(),
+  event: LifecycleEvent,
+  enqueuedAt: z.iso.datetime(),
+});
+export type WebhookDeliveryJob = z.infer<typeof WebhookDeliveryJob>;
+
+export const DELIVERY_STATUSES = ['retrying', 'delivered', 'failed'] as const;
+export const DeliveryStatus = z.enum(DELIVERY_STATUSES);
+export type DeliveryStatus = z.infer<typeof DeliveryStatus>;
+
+/** The state of one (event, webhook) delivery after its latest attempt (KV bucket WEBHOOK_DELIVERIES_BUCKET). */
+export const WebhookDelivery = z.object({
+  /** The event id: the body's `id` and the `webhook-id` header. */
+  id: z.string(),
+  webhookId: z.string(),
+  type: z.string(),
+  documentId: z.string(),
+  status: DeliveryStatus,
+  attempts: z.number().int().nonnegative(),
+  /** The receiver's HTTP status on the latest attempt, null when none came back (refused, timeout, DNS). */
+  lastStatusCode: z.number().int().nullable(),
+  lastError: z.string().nullable(),
+  /** When the next attempt is due; null once delivered or failed. */
+  nextRetryAt: z.iso.datetime().nullable(),
+  /** When the transition was queued for this webhook. */
+  enqueuedAt: z.iso.datetime(),
+  lastAttemptAt: z.iso.datetime(),
+  deliveredAt: z.iso.datetime().nullable(),
+});
+export type WebhookDelivery = z.infer<typeof WebhookDelivery>;
+
+export const ListDeliveriesResponse = z.object({
+  webhookId: z.string(),
+  deliveries: z.array(WebhookDelivery),
+  /** Over every delivery of the window (`since`), not only the ones listed. */
+  counts: z.object({ retrying: z.number().int(), delivered: z.number().int(), failed: z.number().int() }),
+});
+export type ListDeliveriesResponse = z.infer<typeof ListDeliveriesResponse>;

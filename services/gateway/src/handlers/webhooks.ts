@@ -1,0 +1,137 @@
+import { randomBytes } from 'node:crypto';
+import { isIP } from 'node:net';
+import {
+  CreateWebhookRequest,
+  DeliveryStatus,
+  LIFECYCLE_TRANSITIONS,
+  type ListDeliveriesResponse,
+  type ListWebhooksResponse,
+  type Webhook,
+  type WebhookDelivery,
+  type WebhookResponse,
+} from '@memstream/contracts';
+import { NotFoundError, PermissionError, ValidationError, isForbiddenAddress, newId } from '@memstream/kit';
+
+/** Who is calling, as the auth middleware leaves it on res.locals.principal (absent: the admin key). */
+export type Caller = { kind: 'admin' } | { kind: 'scoped'; keyId: string; containerTags: string[] };
+
+/** Registrations and the record of their deliveries (NATS KV, shared with the notifier). */
+export interface WebhookStore {
+  put(hook: Webhook): Promise<void>;
+  get(id: string): Promise<Webhook | null>;
+  list(): Promise<Webhook[]>;
+  /** Remove the registration, its queued deliveries and their records. */
+  delete(id: string): Promise<void>;
+  /** The latest state of each delivery last attempted since `since` (a listing reads only that much of the record). */
+  deliveries(webhookId: string, since: Date): Promise<WebhookDelivery[]>;
+}
+
+export interface WebhookPorts {
+  store: WebhookStore;
+  now(): Date;
+  /** MEMSTREAM_WEBHOOK_ALLOW_PRIVATE: accept receivers on loopback and private addresses. */
+  allowPrivate: boolean;
+}
+
+/** A scoped key sees and manages only webhooks confined to its own tags; global ones are the admin's. */
+export function visibleTo(hook: Webhook, caller: Caller): boolean {
+  if (caller.kind === 'admin') return true;
+  return hook.containerTags.length > 0 && hook.containerTags.every((t) => caller.containerTags.includes(t));
+}
+
+function withoutSecret(hook: Webhook): WebhookResponse {
+  const { secret: _secret, ...rest } = hook;
+  return rest;
+}
+
+/** POST /v3/webhooks → the registration with its secret, shown this once. */
+export async function createWebhook(ports: WebhookPorts, caller: Caller, body: unknown): Promise<Webhook> {
+  const req = CreateWebhookRequest.parse(body ?? {});
+  const url = new URL(req.url);
+  const host = url.hostname.replace(/^\[|\]$/g, '');
+  if (!ports.allowPrivate) {
+    // Names are checked when a delivery resolves them; literal addresses and localhost can be refused now.
+    const reason = host === 'localhost' || host.endsWith('.localhost') ? 'loopback name' : isIP(host) ? isForbiddenAddress(host) : null;
+    if (reason) throw new ValidationError('Invalid request', `url: ${host} is a ${reason}; receivers must be on public addresses (the operator can set MEMSTREAM_WEBHOOK_ALLOW_PRIVATE=true)`);
+  }
+  let containerTags = [...new Set(req.containerTags ?? [])];
+  if (caller.kind === 'scoped') {
+    if (containerTags.length === 0) containerTags = [...caller.containerTags];
+    const outside = containerTags.filter((t) => !caller.containerTags.includes(t));
+    if (outside.length > 0) throw new PermissionError('Forbidden', `containerTags: this API key may not use ${outside.map((t) => JSON.stringify(t)).join(', ')}`);
+  }
+  const hook: Webhook = {
+    id: 'wh_' + newId(),
+    url: req.url,
+    containerTags,
+    events: req.events ? LIFECYCLE_TRANSITIONS.filter((e) => req.events!.includes(e)) : [...LIFECYCLE_TRANSITIONS],
+    secret: req.secret ?? 'whsec_' + randomBytes(32).toString('base64'),
+    description: req.description ?? null,
+    createdAt: ports.now().toISOString(),
+    createdBy: caller.kind === 'scoped' ? caller.keyId : null,
+  };
+  await ports.store.put(hook);
+  return hook;
+}
+
+/** GET /v3/webhooks: never the secrets. */
+export async function listWebhooks(ports: WebhookPorts, caller: Caller): Promise<ListWebhooksResponse> {
+  const all = await ports.store.list();
+  return {
+    webhooks: all
+      .filter((h) => visibleTo(h, caller))
+      .sort((a, b) => a.createdAt.localeCompare(b.createdAt))
+      .map(withoutSecret),
+  };
+}
+
+async function visibleHook(ports: WebhookPorts, caller: Caller, id: string): Promise<Webhook> {
+  const hook = await ports.store.get(id);
+  // Another key's webhook is as absent as a deleted one: its existence is not this key's business.
+  if (!hook || !visibleTo(hook, caller)) throw new NotFoundError('Not found', `no webhook ${JSON.stringify(id)}`);
+  return hook;
+}
+
+export async function getWebhook(ports: WebhookPorts, caller: Caller, id: string): Promise<WebhookResponse> {
+  return withoutSecret(await visibleHook(ports, caller, id));
+}
+
+/** DELETE /v3/webhooks/{id}: nothing more is delivered to it, including what was queued. */
+export async function deleteWebhook(ports: WebhookPorts, caller: Caller, id: string): Promise<void> {
+  await visibleHook(ports, caller, id);
+  await ports.store.delete(id);
+}
+
+/**
+ * GET /v3/webhooks/{id}/deliveries?status=&limit=&since=: the deliveries attempted since `since`
+ * (default: the last 24 hours; records are kept 7 days), newest attempt first, with status,
+ * attempts, last error and the next retry; counts over every delivery of that window.
+ */
+export async function listDeliveries(ports: WebhookPorts, caller: Caller, id: string, query: Record<string, unknown>): Promise<ListDeliveriesResponse> {
+  await visibleHook(ports, caller, id);
+  let status: DeliveryStatus | undefined;
+  if (query.status !== undefined) {
+    const s = DeliveryStatus.safeParse(query.status);
+    if (!s.success) throw new ValidationError('Invalid request', `status: must be one of ${DeliveryStatus.options.join(', ')}`);
+    status = s.data;
+  }
+  let limit = 100;
+  if (query.limit !== undefined) {
+    limit = Number(query.limit);
+    if (!Number.isInteger(limit) || limit < 1 || limit > 1000) throw new ValidationError('Invalid request', 'limit: must be an integer from 1 to 1000');
+  }
+  let since = new Date(ports.now().getTime() - 24 * 3600_000);
+  if (query.since !== undefined) {
+    const t = typeof query.since === 'string' ? Date.parse(query.since) : NaN;
+    if (!Number.isFinite(t)) throw new ValidationError('Invalid request', 'since: must be an ISO 8601 date-time, e.g. 2026-01-01T00:00:00Z');
+    since = new Date(t);
+  }
+  const all = (await ports.store.deliveries(id, since)).filter((d) => Date.parse(d.lastAttemptAt) >= since.getTime());
+  const counts = { retrying: 0, delivered: 0, failed: 0 };
+  for (const d of all) counts[d.status]++;
+  const deliveries = all
+    .filter((d) => !status || d.status === status)
+    .sort((a, b) => b.lastAttemptAt.localeCompare(a.lastAttemptAt))
+    .slice(0, limit);
+  return { webhookId: id, deliveries, counts };
+}

@@ -1,0 +1,125 @@
+import type { Request, RequestHandler, Response } from 'express';
+import { ContainerTag, LifecycleTransition, type LifecycleEvent } from '@memstream/contracts';
+import { PermissionError, ValidationError, errorMessage, type Logger } from '@memstream/kit';
+import type { Caller } from '../handlers/webhooks.js';
+
+/** The stream of transitions (LIFECYCLE), from now or from just after a sequence. */
+export interface LifecycleSource {
+  open(from: { afterSeq?: number }): Promise<AsyncIterable<{ seq: number; event: LifecycleEvent }> & { close(): Promise<void> }>;
+}
+
+/** The open SSE responses, so shutdown can end them (server.close() waits for every open connection). */
+export class EventStreams {
+  private readonly open = new Set<() => void>();
+  add(end: () => void): () => void {
+    this.open.add(end);
+    return () => this.open.delete(end);
+  }
+  get size(): number {
+    return this.open.size;
+  }
+  closeAll(): void {
+    for (const end of [...this.open]) end();
+  }
+}
+
+export interface EventsOptions {
+  source: LifecycleSource;
+  streams: EventStreams;
+  log: Logger;
+  /** Comment lines that keep proxies from closing an idle stream. */
+  heartbeatMs?: number;
+}
+
+function listParam(v: unknown): string[] {
+  const items = Array.isArray(v) ? v : v === undefined ? [] : [v];
+  return items.flatMap((x) => String(x).split(',')).map((s) => s.trim()).filter((s) => s !== '');
+}
+
+/** The tags to stream: asked for (containerTag=, containerTags=a,b), and never beyond a scoped key's. Null: every document. */
+export function eventFilter(query: Record<string, unknown>, caller: Caller): { tags: string[] | null; types: LifecycleTransition[] | null } {
+  const asked = [...listParam(query.containerTag), ...listParam(query.containerTags)];
+  for (const t of asked) {
+    const r = ContainerTag.safeParse(t);
+    if (!r.success) throw new ValidationError('Invalid request', `containerTags: ${JSON.stringify(t)}: ${r.error.issues[0]?.message ?? 'invalid'}`);
+  }
+  const types = listParam(query.events);
+  for (const t of types) {
+    if (!LifecycleTransition.safeParse(t).success) throw new ValidationError('Invalid request', `events: ${JSON.stringify(t)} is not one of ${LifecycleTransition.options.join(', ')}`);
+  }
+  let tags: string[] | null = asked.length > 0 ? [...new Set(asked)] : null;
+  if (caller.kind === 'scoped') {
+    const outside = (tags ?? []).filter((t) => !caller.containerTags.includes(t));
+    if (outside.length > 0) throw new PermissionError('Forbidden', `containerTags: this API key may not use ${outside.map((t) => JSON.stringify(t)).join(', ')}`);
+    tags ??= [...caller.containerTags];
+  }
+  return { tags, types: types.length > 0 ? (types as LifecycleTransition[]) : null };
+}
+
+export function matchesFilter(event: LifecycleEvent, filter: { tags: string[] | null; types: LifecycleTransition[] | null }): boolean {
+  if (filter.types && !filter.types.includes(event.status)) return false;
+  return filter.tags === null || filter.tags.some((t) => event.containerTags.includes(t));
+}
+
+function resumeFrom(req: Request): number | undefined {
+  const raw = req.header('last-event-id') ?? (typeof req.query.lastEventId === 'string' ? req.query.lastEventId : undefined);
+  if (raw === undefined || raw === '') return undefined;
+  if (!/^\d{1,15}$/.test(raw.trim())) throw new ValidationError('Invalid request', 'Last-Event-ID: must be the id of an event this stream sent (a sequence number)');
+  return Number(raw.trim());
+}
+
+function callerOf(res: Response): Caller {
+  return (res.locals.principal as Caller | undefined) ?? { kind: 'admin' };
+}
+
+/**
+ * GET /v3/events: Server-Sent Events of document transitions, the same payloads webhooks get.
+ * `id:` is the LIFECYCLE sequence, so a client that reconnects with Last-Event-ID continues where
+ * it stopped (within the stream's day of history). Heartbeat comments every 15 s; the consumer is
+ * deleted when the client goes away.
+ */
+export function eventsHandler(opts: EventsOptions): RequestHandler {
+  const heartbeatMs = opts.heartbeatMs ?? 15_000;
+  return async (req, res) => {
+    const filter = eventFilter(req.query as Record<string, unknown>, callerOf(res));
+    const afterSeq = resumeFrom(req);
+    // Opened before the headers go out, so a broker failure is still an ordinary JSON error.
+    const sub = await opts.source.open(afterSeq !== undefined ? { afterSeq } : {});
+    let ended = false;
+    const end = () => {
+      if (ended) return;
+      ended = true;
+      clearInterval(heartbeat);
+      unregister();
+      void sub.close();
+      if (!res.writableEnded) res.end();
+    };
+    const unregister = opts.streams.add(end);
+    const heartbeat = setInterval(() => res.write(': ping\n\n'), heartbeatMs);
+    res.on('close', end);
+    res.writeHead(200, {
+      'content-type': 'text/event-stream; charset=utf-8',
+      'cache-control': 'no-cache, no-transform',
+      connection: 'keep-alive',
+      // nginx and similar proxies would otherwise buffer the stream.
+      'x-accel-buffering': 'no',
+    });
+    res.write(`retry: 3000\n: connected${afterSeq !== undefined ? ` after ${afterSeq}` : ''}\n\n`);
+    try {
+      for await (const { seq, event } of sub) {
+        if (ended) break;
+        if (!matchesFilter(event, filter)) continue;
+        res.write(`id: ${seq}\nevent: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`);
+        // A client that does not read: drop it rather than buffer without bound; it can resume.
+        if (res.writableLength > 4 * 1024 * 1024) {
+          opts.log.warn({ buffered: res.writableLength }, 'event stream client too slow: closed');
+          break;
+        }
+      }
+    } catch (err) {
+      if (!ended) opts.log.warn({ err: errorMessage(err) }, 'event stream ended');
+    } finally {
+      end();
+    }
+  };
+}

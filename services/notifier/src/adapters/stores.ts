@@ -1,0 +1,115 @@
+import { storageReplicas } from '@memstream/kit';
+import { Kvm, KvWatchInclude, type KV } from '@nats-io/kv';
+import type { Bus } from '@memstream/bus';
+import {
+  NOTIFIER_DOCS_BUCKET,
+  WEBHOOKS_BUCKET,
+  WEBHOOK_DELIVERIES_BUCKET,
+  WEBHOOK_DELIVERY_RECORD_TTL_MS,
+  Webhook,
+  type WebhookDelivery,
+} from '@memstream/contracts';
+import { errorMessage, type Logger } from '@memstream/kit';
+import { mergeNote, type DocNote, type DocNotes } from '../handlers/transitions.js';
+
+/** The buckets the notifier and the gateway share; `create` opens a bucket that exists. */
+export async function openBuckets(bus: Bus, replicas = storageReplicas()): Promise<{ webhooks: KV; deliveries: KV; docs: KV }> {
+  const kvm = new Kvm(bus.js);
+  const [webhooks, deliveries, docs] = await Promise.all([
+    kvm.create(WEBHOOKS_BUCKET, { history: 1, replicas }),
+    kvm.create(WEBHOOK_DELIVERIES_BUCKET, { history: 1, replicas, ttl: WEBHOOK_DELIVERY_RECORD_TTL_MS }),
+    kvm.create(NOTIFIER_DOCS_BUCKET, { history: 1, replicas }),
+  ]);
+  return { webhooks, deliveries, docs };
+}
+
+/** Every registration, kept current by a KV watch: matching a transition reads no store. */
+export interface WebhookRegistry {
+  list(): readonly Webhook[];
+  /** From the cache, else the bucket (a registration made a moment ago). */
+  get(id: string): Promise<Webhook | null>;
+  stop(): void;
+}
+
+export async function watchWebhooks(kv: KV, log: Logger): Promise<WebhookRegistry> {
+  // Revision per key, tombstones included, so the initial load and the watch can arrive in any order.
+  const known = new Map<string, { revision: number; hook: Webhook | null }>();
+  let snapshot: Webhook[] = [];
+  const apply = (key: string, revision: number, value: Uint8Array | null) => {
+    const prev = known.get(key);
+    if (prev && prev.revision >= revision) return;
+    let hook: Webhook | null = null;
+    if (value) {
+      try {
+        hook = Webhook.parse(JSON.parse(new TextDecoder().decode(value)));
+      } catch (err) {
+        log.error({ key, err: errorMessage(err) }, 'unreadable webhook registration: ignored');
+      }
+    }
+    known.set(key, { revision, hook });
+    snapshot = [...known.values()].flatMap((v) => (v.hook ? [v.hook] : []));
+  };
+  const watch = await kv.watch({ include: KvWatchInclude.UpdatesOnly });
+  void (async () => {
+    for await (const e of watch) apply(e.key, e.revision, e.operation === 'PUT' ? e.value : null);
+  })().catch((err) => log.error({ err: errorMessage(err) }, 'webhook watch ended'));
+  for await (const key of await kv.keys()) {
+    const e = await kv.get(key);
+    if (e) apply(key, e.revision, e.operation === 'PUT' ? e.value : null);
+  }
+  return {
+    list: () => snapshot,
+    async get(id) {
+      const cached = known.get(id);
+      if (cached) return cached.hook;
+      const e = await kv.get(id);
+      if (!e) return null;
+      apply(id, e.revision, e.operation === 'PUT' ? e.value : null);
+      return known.get(id)?.hook ?? null;
+    },
+    stop: () => watch.stop(),
+  };
+}
+
+/** Document notes in KV: merged with optimistic concurrency, so replicas and concurrent events do not lose an update. */
+export function kvDocNotes(kv: KV): DocNotes {
+  const read = (v: Uint8Array): DocNote => JSON.parse(new TextDecoder().decode(v)) as DocNote;
+  return {
+    async get(id) {
+      const e = await kv.get(id);
+      return e && e.operation === 'PUT' ? read(e.value) : null;
+    },
+    async note(id, patch) {
+      for (let i = 0; ; i++) {
+        const e = await kv.get(id);
+        const prev = e && e.operation === 'PUT' ? read(e.value) : null;
+        const next = mergeNote(prev, patch);
+        if (prev && JSON.stringify(prev) === JSON.stringify(next)) return next;
+        try {
+          if (e) await kv.update(id, JSON.stringify(next), e.revision);
+          else await kv.create(id, JSON.stringify(next));
+          return next;
+        } catch (err) {
+          // Another writer got there first: merge again with what it wrote.
+          if (i >= 5 || !/wrong last sequence|exists/i.test(errorMessage(err))) throw err;
+        }
+      }
+    },
+    async forget(id) {
+      await kv.purge(id);
+    },
+  };
+}
+
+export function deliveryKey(webhookId: string, eventId: string): string {
+  return `${webhookId}.${eventId}`;
+}
+
+/** The latest state of each delivery, under <webhookId>.<eventId>. */
+export function kvDeliveryRecords(kv: KV): { put(d: WebhookDelivery): Promise<void> } {
+  return {
+    async put(d) {
+      await kv.put(deliveryKey(d.webhookId, d.id), JSON.stringify(d));
+    },
+  };
+}

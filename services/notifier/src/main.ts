@@ -1,0 +1,90 @@
+// First: the OpenTelemetry SDK starts before any application module is loaded.
+import '@memstream/telemetry';
+import { lastEvent, startWorker } from '@memstream/bus';
+import { STREAM_LIFECYCLE, lifecycleSubject, webhookDeliverySubject, type DocumentMetadataUpdated, type DocumentSubmitted } from '@memstream/contracts';
+import { createLogger } from '@memstream/kit';
+import { loadConfig } from './config.js';
+import { createTransitionHandler, mergeNote } from './handlers/transitions.js';
+import { deliver } from './handlers/deliver.js';
+import { retryBudgetMs, type RetryPolicy } from './handlers/backoff.js';
+import { httpSender } from './adapters/http-sender.js';
+import { kvDeliveryRecords, kvDocNotes, openBuckets, watchWebhooks } from './adapters/stores.js';
+import { deadLetterDelivery, runDeliveries } from './adapters/delivery-consumer.js';
+
+const config = loadConfig();
+const log = createLogger('notifier', { level: config.LOG_LEVEL });
+const enc = new TextEncoder();
+
+const policy: RetryPolicy = {
+  maxAttempts: config.MEMSTREAM_WEBHOOK_MAX_ATTEMPTS,
+  baseMs: config.MEMSTREAM_WEBHOOK_RETRY_BASE_MS,
+  maxMs: config.MEMSTREAM_WEBHOOK_RETRY_MAX_MS,
+};
+
+await startWorker({
+  consumer: 'notifier',
+  natsUrl: config.NATS_URL,
+  ackWaitMs: config.MEMSTREAM_ACK_WAIT_MS,
+  concurrency: config.NOTIFIER_CONCURRENCY,
+  // The transitions and the tag changes; chunked and embedded (every chunk's vector) are acked unread.
+  kinds: ['submitted', 'stage-started', 'indexed', 'failed', 'deleted', 'metadata-updated'],
+  log,
+  setup: async (bus) => {
+    const buckets = await openBuckets(bus);
+    const registry = await watchWebhooks(buckets.webhooks, log);
+    const records = kvDeliveryRecords(buckets.deliveries);
+    const handle = createTransitionHandler({
+      notes: kvDocNotes(buckets.docs),
+      async fromLog(documentId) {
+        const sub = (await lastEvent(bus, documentId, 'submitted'))?.event as DocumentSubmitted | undefined;
+        if (!sub) return null;
+        const meta = (await lastEvent(bus, documentId, 'metadata-updated'))?.event as DocumentMetadataUpdated | undefined;
+        const note = mergeNote(null, { customId: sub.data.customId, containerTags: sub.data.containerTags, tagsVersion: sub.data.metadataVersion, revision: sub.revision });
+        return meta ? mergeNote(note, { containerTags: meta.data.containerTags, tagsVersion: meta.data.version }) : note;
+      },
+      webhooks: () => registry.list(),
+      async publishLifecycle(event) {
+        const ack = await bus.js.publish(lifecycleSubject(event.documentId), enc.encode(JSON.stringify(event)), { msgID: event.id });
+        return ack.seq;
+      },
+      async purgeLifecycle(documentId, keepFromSeq) {
+        await bus.jsm.streams.purge(STREAM_LIFECYCLE, { filter: lifecycleSubject(documentId), seq: keepFromSeq });
+      },
+      async enqueue(job) {
+        await bus.js.publish(webhookDeliverySubject(job.webhookId), enc.encode(JSON.stringify(job)), { msgID: `${job.event.id}:${job.webhookId}` });
+      },
+      now: () => new Date(),
+    });
+    const send = httpSender({ allowPrivate: config.MEMSTREAM_WEBHOOK_ALLOW_PRIVATE, timeoutMs: config.MEMSTREAM_WEBHOOK_TIMEOUT_MS });
+    const deliveries = runDeliveries({
+      bus,
+      log,
+      concurrency: config.MEMSTREAM_WEBHOOK_CONCURRENCY,
+      handle: (job, attempt) =>
+        deliver(
+          job,
+          attempt,
+          {
+            webhook: (id) => registry.get(id),
+            send,
+            record: (d) => records.put(d),
+            deadLetter: (j, d) => deadLetterDelivery(bus, j, d),
+            now: () => new Date(),
+          },
+          policy,
+        ),
+    });
+    log.info(
+      { webhooks: registry.list().length, maxAttempts: policy.maxAttempts, retryBudgetMs: retryBudgetMs(policy), allowPrivate: config.MEMSTREAM_WEBHOOK_ALLOW_PRIVATE },
+      'webhook deliveries running',
+    );
+    return {
+      handle,
+      stopConsuming: () => deliveries.stop(),
+      close: () => registry.stop(),
+      ready: async () => {
+        await buckets.webhooks.status();
+      },
+    };
+  },
+});
