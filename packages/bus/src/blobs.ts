@@ -1,3 +1,4 @@
+import { storageReplicas } from '@memstream/kit';
 import { Objm, type ObjectStore } from '@nats-io/obj';
 import { StorageType } from '@nats-io/jetstream';
 import { BLOB_BUCKET } from '@memstream/contracts';
@@ -20,7 +21,7 @@ export interface BlobStore {
 
 const stores = new WeakMap<Bus, Promise<ObjectStore>>();
 
-function objectStore(bus: Bus, replicas = 1): Promise<ObjectStore> {
+function objectStore(bus: Bus, replicas = storageReplicas()): Promise<ObjectStore> {
   let p = stores.get(bus);
   if (!p) {
     p = new Objm(bus.js).create(BLOB_BUCKET, { storage: StorageType.File, replicas });

@@ -25,6 +25,18 @@ export const commonEnv = {
    * invisible before the server redelivers it. Unset: each consumer's own default (30–60 s).
    */
   MEMSTREAM_ACK_WAIT_MS: z.coerce.number().int().min(1000).optional(),
+  /**
+   * JetStream replicas of every stream, KV bucket and the object store memstream creates: 1 on one
+   * machine, 3 on a 3-node NATS cluster (then a node can fail without losing an acknowledged
+   * write). Read where the storage is created (storageReplicas in @memstream/bus), so every
+   * process applies the same value and none undoes another's.
+   */
+  MEMSTREAM_STREAM_REPLICAS: z.coerce.number().int().min(1).max(5).default(1),
 };
+
+/** MEMSTREAM_STREAM_REPLICAS, for code that creates storage without a parsed config at hand. */
+export function storageReplicas(env: NodeJS.ProcessEnv = process.env): number {
+  return commonEnv.MEMSTREAM_STREAM_REPLICAS.parse(env.MEMSTREAM_STREAM_REPLICAS === '' ? undefined : env.MEMSTREAM_STREAM_REPLICAS);
+}
 
 export const intFromEnv = (def: number) => z.coerce.number().int().nonnegative().default(def);

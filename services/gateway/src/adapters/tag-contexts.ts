@@ -1,3 +1,4 @@
+import { storageReplicas } from '@memstream/kit';
 import { Kvm, type KV } from '@nats-io/kv';
 import type { Bus } from '@memstream/bus';
 import type { TagContexts } from '../handlers/documents.js';
@@ -7,7 +8,7 @@ import type { TagContexts } from '../handlers/documents.js';
  * kept with the rest of memstream's state in JetStream. Keys are the tag, base64url-encoded
  * (tags may hold characters KV keys may not).
  */
-export async function kvTagContexts(bus: Bus, replicas = 1): Promise<TagContexts> {
+export async function kvTagContexts(bus: Bus, replicas = storageReplicas()): Promise<TagContexts> {
   const kv: KV = await new Kvm(bus.js).create('memstream-tag-contexts', { history: 1, replicas });
   const key = (tag: string) => Buffer.from(tag).toString('base64url');
   return {
