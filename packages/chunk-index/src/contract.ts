@@ -290,7 +290,12 @@ export function describeChunkIndexContract(name: string, open: () => Promise<Con
       const q = doc.chunks[0]!.vector;
       const before = await index.search({ mode: 'dense', vector: q, model: 'model-a', limit: 1 });
 
+      // A tag-restricted dense search before the change (an adapter may remember which rows a tag
+      // selects) must not answer from that memory after it.
+      expect(await index.search({ mode: 'dense', vector: q, model: 'model-a', containerTags: ['old-tag'], limit: 10 }).then(docSet)).toEqual(['doc-other', 'doc-u']);
       await index.updateDocumentMeta('doc-u', { containerTags: ['new-tag', 'second-tag'] });
+      expect(await index.search({ mode: 'dense', vector: q, model: 'model-a', containerTags: ['old-tag'], limit: 10 }).then(docSet)).toEqual(['doc-other']);
+      expect(await index.search({ mode: 'dense', vector: q, model: 'model-a', containerTags: ['new-tag'], limit: 10 }).then(docSet)).toEqual(['doc-u']);
       expect(await index.search({ mode: 'keyword', text: 'paint', containerTags: ['new-tag'], limit: 10 }).then(docSet)).toEqual(['doc-u']);
       expect(await index.search({ mode: 'keyword', text: 'paint', containerTags: ['old-tag'], limit: 10 }).then(docSet)).toEqual(['doc-other']);
 
