@@ -3,7 +3,7 @@ import { decodeEvent, lastEvent, latestRevision, type Bus } from '@memstream/bus
 import { canonical } from '@memstream/views';
 import type { ChunkIndex, StoredChunk } from '@memstream/chunk-index';
 import type { Embedder } from '@memstream/embedder';
-// The indexer's own rule for a document's tags and metadata (the CLI does not declare the indexer as a dependency).
+// The indexer's own rule for a document's tags and metadata, so a rebuilt index agrees with the live one.
 import { scopeFromLog } from '@memstream/service-indexer/scope-from-log';
 import type { Progress } from './replay.js';
 
