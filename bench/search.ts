@@ -637,7 +637,7 @@ async function main(): Promise<void> {
       '',
       `${r.chunks} chunks / ${r.documents} documents — insert ${r.insertSecs} s cumulative (${r.insertChunksPerSec} chunks/s); disk ${r.diskMb.db} MB + WAL ${r.diskMb.wal} MB`,
       `  ${r.queries} queries (${r.restrictedQueries} restricted to one of ${TAGS.length} tags); load average ${r.loadAvg[0]} → ${r.loadAvg[1]} during them`,
-      `  first dense search after the bulk insert ${r.firstDenseMs} ms; dense search right after a one-document write p50 ${r.denseAfterWriteMs.p50.toFixed(0)} ms (a commit makes the vector matrix stale: it is reloaded)`,
+      `  first dense search after the bulk insert ${r.firstDenseMs} ms; dense search right after a one-document write p50 ${r.denseAfterWriteMs.p50.toFixed(0)} ms (the cached vectors catch up from the change log; a tag-restricted one also asks SQL for the tag's rows again)`,
       `  ms                         all p50   all p95   unres p50 unres p95  tag p50   tag p95   hits/q`,
     );
     for (const [name, key] of [
