@@ -219,6 +219,11 @@ describe('outbound lifecycle events', () => {
     });
     expect(d.body.counts).toMatchObject({ delivered: 10, retrying: 0, failed: 0 });
     expect(d.body.deliveries.some((x: { attempts: number }) => x.attempts > 1)).toBe(true);
+    // The notifier's /metrics counts the same attempts: the refused ones as retrying.
+    const metrics = await (await fetch(`${stack.procs.get('notifier')!.opsUrl!}/metrics`)).text();
+    const count = (result: string) => Number(new RegExp(`^memstream_webhook_deliveries_total\\{[^}]*result="${result}"[^}]*\\} (\\d+)`, 'm').exec(metrics)?.[1] ?? 0);
+    expect(count('retrying')).toBeGreaterThanOrEqual(rx.refused.length);
+    expect(count('delivered')).toBeGreaterThanOrEqual(10);
   }, 90_000);
 
   it('a tag-scoped webhook gets only its tag; a dead receiver ends as failed, visible and dead-lettered', async () => {

@@ -46,6 +46,26 @@ export const httpDuration = new Histogram({
   registers: [registry],
 });
 
+export const webhookDeliveries = new Counter({
+  name: 'memstream_webhook_deliveries_total',
+  help: 'Webhook delivery attempts the notifier finished, by result: delivered (2xx), retrying (to be tried again after a backoff), failed (attempts used up or address refused: recorded and dead-lettered), dropped (the webhook was deleted), error (the attempt could not be recorded; it comes back).',
+  labelNames: ['result'] as const,
+  registers: [registry],
+});
+
+export const webhookDeliveryDuration = new Histogram({
+  name: 'memstream_webhook_delivery_duration_seconds',
+  help: 'Time of one webhook delivery attempt, from taking the message to ack or nak, including the POST.',
+  buckets: SECONDS,
+  registers: [registry],
+});
+
+/** One finished delivery attempt, for the two webhook metrics. */
+export function recordWebhookDelivery(result: 'delivered' | 'retrying' | 'failed' | 'dropped' | 'error', ms: number): void {
+  webhookDeliveries.inc({ result });
+  webhookDeliveryDuration.observe(ms / 1000);
+}
+
 export interface Backlog {
   pending: number;
   ackPending: number;

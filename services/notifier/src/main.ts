@@ -1,5 +1,5 @@
 // First: the OpenTelemetry SDK starts before any application module is loaded.
-import '@memstream/telemetry';
+import { recordWebhookDelivery } from '@memstream/telemetry';
 import { lastEvent, startWorker } from '@memstream/bus';
 import { STREAM_LIFECYCLE, lifecycleSubject, webhookDeliverySubject, type DocumentMetadataUpdated, type DocumentSubmitted } from '@memstream/contracts';
 import { createLogger } from '@memstream/kit';
@@ -60,6 +60,7 @@ await startWorker({
       bus,
       log,
       concurrency: config.MEMSTREAM_WEBHOOK_CONCURRENCY,
+      onOutcome: recordWebhookDelivery,
       handle: (job, attempt) =>
         deliver(
           job,

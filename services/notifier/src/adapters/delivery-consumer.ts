@@ -10,7 +10,8 @@ export interface DeliveryRunnerOptions {
   concurrency: number;
   /** One attempt of one delivery; `attempt` is the server's delivery count. */
   handle(job: WebhookDeliveryJob, attempt: number): Promise<DeliveryOutcome>;
-  onOutcome?: (outcome: DeliveryOutcome['action'] | 'error', ms: number) => void;
+  /** Every finished attempt: what became of it (for metrics). */
+  onOutcome?: (result: 'delivered' | 'retrying' | 'failed' | 'dropped' | 'error', ms: number) => void;
 }
 
 const enc = new TextEncoder();
@@ -78,7 +79,7 @@ export function runDeliveries(opts: DeliveryRunnerOptions): { stop(): Promise<vo
         m.nak(out.delayMs);
         mlog.info({ lastError: out.delivery.lastError, delayMs: out.delayMs }, 'webhook delivery failed: retrying');
       }
-      opts.onOutcome?.(out.action, performance.now() - started);
+      opts.onOutcome?.(out.action === 'ack' ? out.outcome : 'retrying', performance.now() - started);
     } catch (err) {
       // Could not even record the attempt (broker away): let it come back.
       mlog.warn({ err: errorMessage(err) }, 'delivery attempt could not be completed: retrying');
