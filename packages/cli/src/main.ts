@@ -14,7 +14,7 @@ import { replayEmbed, replayIndex, replayRedrive, runningNatsUrl } from './repla
 
 const USAGE = `memstream — a self-hostable content memory service
 
-  ./memstream up                       start nats-server (unless NATS_URL is set) and all six services
+  ./memstream up                       start nats-server (unless NATS_URL is set) and all seven services
   ./memstream test [vitest args]       typecheck and run every test
   ./memstream replay projection        rebuild the document view from the log into a new store and
         [--swap]                       compare it with the live one; --swap replaces the live view
@@ -28,7 +28,8 @@ const USAGE = `memstream — a self-hostable content memory service
   ./memstream replay embed --model <hashed:DIM | openai:MODEL[:DIM] | onnx:DIR> [--dry-run] [--yes]
                                        embed every chunk with a new model into a shadow index, then
                                        switch search and new documents to it (memstream must be up)
-  ./memstream bench [--docs N]         ingest benchmark against a private stack
+  ./memstream bench [ingest|search|retrieval|scaling|extract-pdf] [flags]
+                                       benchmarks, each on a private stack or data (README: Benchmarks)
 
 Configuration (environment): MEMSTREAM_PORT (8787), MEMSTREAM_HOST (127.0.0.1), MEMSTREAM_API_KEY,
 MEMSTREAM_DATA_DIR (./.memstream), NATS_URL, MONGODB_URL, QDRANT_URL, LOG_LEVEL (info).`;
