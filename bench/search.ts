@@ -33,6 +33,8 @@ import type { ChunkInput, SearchHit, SearchQuery } from '../packages/chunk-index
 import { SqliteChunkIndex } from '../packages/chunk-index/src/sqlite.js';
 import { dotAt } from '../packages/chunk-index/src/shared.js';
 import { chunkText, type TextFormat } from '../services/chunker/src/handlers/chunk.js';
+// Seeded, so every run samples the same corpus order and queries.
+import { rng, shuffle } from '../test/retrieval/manpages.js';
 
 const DIM = 384;
 const LIMIT = 10;
@@ -44,26 +46,6 @@ const REPO = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 
 // ---------------------------------------------------------------------------------------------
 // Small utilities
-
-/** mulberry32: a seeded PRNG, so every run samples the same corpus order and queries. */
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 2 ** 32;
-  };
-}
-
-function shuffle<T>(xs: T[], rnd: () => number): T[] {
-  for (let i = xs.length - 1; i > 0; i--) {
-    const j = Math.floor(rnd() * (i + 1));
-    [xs[i], xs[j]] = [xs[j]!, xs[i]!];
-  }
-  return xs;
-}
 
 /** Nearest-rank percentile of an ascending array. */
 function pct(sorted: number[], p: number): number {
@@ -214,7 +196,7 @@ interface Doc {
 
 /** Chunks files in shuffled order into documents of up to 10 chunks until `want` chunks exist. */
 function buildDocs(files: SourceFile[], want: number, maxTokens: number, seed: number): { docs: Doc[]; chunks: number; filesUsed: number } {
-  const order = shuffle([...files], rng(seed));
+  const order = shuffle(files, rng(seed));
   const docs: Doc[] = [];
   let chunks = 0;
   let filesUsed = 0;
