@@ -59,7 +59,9 @@ export function defaultBackoff(deliveryCount: number): number {
   return Math.round(base * (0.8 + Math.random() * 0.4));
 }
 
-const TRANSIENT_NAMES = new Set(['TimeoutError', 'AbortError', 'ClosedConnectionError', 'ConnectionError', 'DrainingConnectionError', 'NoRespondersError', 'RequestError']);
+// JetStreamNotEnabled: what @nats-io/jetstream throws when its API requests find no responder
+// after its own retries — a server that is restarting, not one without JetStream.
+const TRANSIENT_NAMES = new Set(['TimeoutError', 'AbortError', 'ClosedConnectionError', 'ConnectionError', 'DrainingConnectionError', 'NoRespondersError', 'RequestError', 'JetStreamNotEnabled']);
 const TRANSIENT_CODES = new Set(['ECONNRESET', 'ECONNREFUSED', 'ECONNABORTED', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN', 'UND_ERR_SOCKET', 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
 const TRANSIENT_TEXT = /timed? ?out|timeout|ECONN|EPIPE|EAI_AGAIN|socket hang up|fetch failed|unreachable|unavailable|temporar|connection (?:closed|reset|refused)|no responders/i;
 

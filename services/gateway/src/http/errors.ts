@@ -1,5 +1,6 @@
 import type { ErrorRequestHandler, RequestHandler } from 'express';
 import { ZodError } from 'zod';
+import { isTransientError } from '@memstream/bus';
 import { AppError, type Logger } from '@memstream/kit';
 
 /** A readable one-line account of what is wrong with a request body, naming each field. */
@@ -44,9 +45,12 @@ export function errorMiddleware(log: Logger): ErrorRequestHandler {
       res.status(e.status).json({ error: 'Invalid request body', details: `body: ${e.message ?? e.type ?? 'could not be read'}` });
       return;
     }
-    // The broker away (restarting, or a network blip): nothing was accepted; retrying soon helps.
-    const name = (err as Error)?.name ?? '';
-    if (/RequestError|TimeoutError|ConnectionError|NoRespondersError|ClosedConnectionError/.test(name) || /connection (disconnected|closed)|no responders|TIMEOUT/i.test((err as Error)?.message ?? '')) {
+    // The broker away (restarting, or a network blip), or a dependency timing out: nothing was
+    // accepted; retrying soon helps. The same judgement the consumer runner makes (cause chain
+    // included): a restarting nats-server shows up as "jetstream is not enabled" (no responders
+    // after the client's own retries), which the older list of names here missed — a 500 in the
+    // broker-restart fault test.
+    if (isTransientError(err) || /connection (disconnected|closed)/i.test((err as Error)?.message ?? '')) {
       log.warn({ err: (err as Error).message, method: req.method, url: req.originalUrl }, 'broker unavailable');
       res.setHeader('retry-after', '1');
       res.status(503).json({ error: 'Service temporarily unavailable', details: 'the event log is not reachable right now; nothing was stored; retry shortly' });
