@@ -2,6 +2,8 @@ import type { JsMsg } from '@nats-io/jetstream';
 import { errorMessage, type Logger } from '@memstream/kit';
 import type { Bus } from './connect.js';
 
+const BROKER_AWAY = /no responders|timeout|connection (?:closed|draining|disconnected)|jetstream is not enabled/i;
+
 export interface PullLoop {
   /** Stop pulling, return messages not yet started, wait for the ones in flight. Never acks unfinished work. */
   stop(): Promise<void>;
@@ -50,7 +52,12 @@ export function pullLoop(opts: {
           }
           const p: Promise<void> = opts
             .handle(m)
-            .catch((err) => log.error({ err: errorMessage(err), consumer: opts.durable }, 'unexpected handler error'))
+            .catch((err) => {
+              // An ack or nak the broker did not answer (it is restarting): the message comes back
+              // after its ack wait, so this is expected while the broker is away, not a bug.
+              if (BROKER_AWAY.test(errorMessage(err))) log.warn({ err: errorMessage(err), consumer: opts.durable }, 'broker away while settling a message: it will be redelivered');
+              else log.error({ err: errorMessage(err), consumer: opts.durable }, 'unexpected handler error');
+            })
             .finally(() => inflight.delete(p));
           inflight.add(p);
         }
