@@ -137,21 +137,26 @@ export async function ensureWebhookTopology(jsm: JetStreamManager, opts: Topolog
     await jsm.consumers.info(STREAM_WEBHOOK_DELIVERIES, WEBHOOK_DELIVERY_CONSUMER);
   } catch (err) {
     if (!isNotFound(err)) throw err;
-    try {
-      await jsm.consumers.add(STREAM_WEBHOOK_DELIVERIES, {
-        durable_name: WEBHOOK_DELIVERY_CONSUMER,
-        ack_policy: AckPolicy.Explicit,
-        deliver_policy: DeliverPolicy.All,
-        filter_subject: WEBHOOK_DELIVERY_SUBJECTS,
-        // A POST times out after 10 s; the runner also calls working() while one runs.
-        ack_wait: 60_000 * 1_000_000,
-        max_deliver: -1,
-        max_ack_pending: 20_000,
-        inactive_threshold: 0,
-      });
-    } catch (e) {
-      if (!/already in use|already exists/i.test(String(e))) throw e;
-    }
+    await addConsumer(jsm, STREAM_WEBHOOK_DELIVERIES, {
+      durable_name: WEBHOOK_DELIVERY_CONSUMER,
+      ack_policy: AckPolicy.Explicit,
+      deliver_policy: DeliverPolicy.All,
+      filter_subject: WEBHOOK_DELIVERY_SUBJECTS,
+      // A POST times out after 10 s; the runner also calls working() while one runs.
+      ack_wait: 60_000 * 1_000_000,
+      max_deliver: -1,
+      max_ack_pending: 20_000,
+      inactive_threshold: 0,
+    });
+  }
+}
+
+/** Add a durable consumer; another process adding the same one at the same moment is not an error. */
+async function addConsumer(jsm: JetStreamManager, stream: string, cfg: Parameters<JetStreamManager['consumers']['add']>[1]): Promise<void> {
+  try {
+    await jsm.consumers.add(stream, cfg);
+  } catch (e) {
+    if (!/already in use|already exists/i.test(String(e))) throw e;
   }
 }
 
@@ -177,11 +182,7 @@ export async function ensureConsumer(jsm: JetStreamManager, name: ConsumerName, 
     });
   } catch (err) {
     if (!isNotFound(err)) throw err;
-    try {
-      await jsm.consumers.add(STREAM_DOCS, cfg);
-    } catch (e) {
-      if (!/already in use|already exists/i.test(String(e))) throw e;
-    }
+    await addConsumer(jsm, STREAM_DOCS, cfg);
   }
 }
 
