@@ -242,5 +242,5 @@ export function runConsumer(opts: RunnerOptions): RunningConsumer {
     }
   }
 
-  return pullLoop({ bus, stream: STREAM_DOCS, durable: CONSUMERS[name].durable, concurrency, log, handle: (m) => processOne(m).then(() => undefined) });
+  return pullLoop({ bus, stream: STREAM_DOCS, durable: CONSUMERS[name].durable, concurrency, log, handle: processOne });
 }
