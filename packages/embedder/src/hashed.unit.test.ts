@@ -1,20 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import { HashedEmbedder } from './hashed.js';
 import { createEmbedder } from './index.js';
-
-/** Vectors are unit length, so the dot product is the cosine. */
-function cosine(a: Float32Array | undefined, b: Float32Array | undefined): number {
-  if (a === undefined || b === undefined) throw new Error('missing vector');
-  let dot = 0;
-  for (let i = 0; i < a.length; i++) dot += (a[i] as number) * (b[i] as number);
-  return dot;
-}
-
-function norm(v: Float32Array): number {
-  let s = 0;
-  for (const x of v) s += x * x;
-  return Math.sqrt(s);
-}
+import { cosine, norm } from './testing/vectors.js';
 
 async function pair(e: HashedEmbedder, a: string, b: string): Promise<number> {
   const [va, vb] = await e.embed([a, b]);

@@ -8,20 +8,7 @@ import { createEmbedder, loadEmbedder } from './index.js';
 import { OnnxEmbedder, onnxModelDirProblems } from './onnx.js';
 import { EmbeddingDimensionError } from './openai.js';
 import { writeTinyModel, type TinyModel } from './testing/tiny-model.js';
-
-/** Vectors are unit length, so the dot product is the cosine. */
-function cosine(a: Float32Array | undefined, b: Float32Array | undefined): number {
-  if (a === undefined || b === undefined) throw new Error('missing vector');
-  let dot = 0;
-  for (let i = 0; i < a.length; i++) dot += (a[i] as number) * (b[i] as number);
-  return dot;
-}
-
-function norm(v: Float32Array): number {
-  let s = 0;
-  for (const x of v) s += x * x;
-  return Math.sqrt(s);
-}
+import { cosine, norm } from './testing/vectors.js';
 
 const Schema = z.object(embedderEnv).superRefine(checkEmbedderEnv);
 

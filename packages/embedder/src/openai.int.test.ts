@@ -1,10 +1,11 @@
 import { createServer, type Server, type ServerResponse } from 'node:http';
 import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
-// Relative, as in openai.ts: this package does not declare @memstream/kit.
-import { PermanentError, RetryableError } from '../../kit/src/errors.js';
+import { PermanentError, RetryableError } from '@memstream/kit';
 import { createEmbedder } from './index.js';
-import { EmbeddingDimensionError, OpenAiEmbedder, localRateLimiter, retryAfterMs } from './openai.js';
+import { EmbeddingDimensionError, OpenAiEmbedder, retryAfterMs } from './openai.js';
+import { localRateLimiter } from './rate-limit.js';
+import { norm } from './testing/vectors.js';
 
 interface Seen {
   method: string | undefined;
@@ -32,12 +33,6 @@ function vectorsFor(input: string[], dim = DIM): Reply {
     return { object: 'embedding', index, embedding };
   });
   return { status: 200, body: { object: 'list', model: 'm', data: data.reverse(), usage: { prompt_tokens: 1, total_tokens: 1 } } };
-}
-
-function norm(v: Float32Array): number {
-  let s = 0;
-  for (const x of v) s += x * x;
-  return Math.sqrt(s);
 }
 
 describe('OpenAiEmbedder against a loopback /v1/embeddings server', () => {

@@ -2,9 +2,6 @@ import { PermanentError, RetryableError } from '@memstream/kit';
 import type { Embedder } from './port.js';
 import { localRateLimiter, type RateLimiter } from './rate-limit.js';
 
-// Re-exported: they lived here before the port got its own file.
-export { localRateLimiter, type RateLimiter } from './rate-limit.js';
-
 export interface OpenAiEmbedderOptions {
   /** The API root up to and including /v1, e.g. https://api.openai.com/v1 or http://localhost:11434/v1. */
   baseUrl: string;
