@@ -15,6 +15,10 @@ export interface DeliveryRunnerOptions {
 }
 
 const enc = new TextEncoder();
+const dec = new TextDecoder();
+
+/** A delivery message's body, JSON-parsed once for both the ordering key and the job (or why it would not parse). */
+type Parsed = { ok: true; value: unknown } | { ok: false; err: unknown };
 
 /** A JetStream message as the consumer hands it out (the notifier has no direct @nats-io/jetstream dependency). */
 type JsMsg = NonNullable<Awaited<ReturnType<Awaited<ReturnType<Bus['js']['consumers']['get']>>['next']>>>;
@@ -44,7 +48,7 @@ export function runDeliveries(opts: DeliveryRunnerOptions): { stop(): Promise<vo
   // Set below, before the first message can arrive; processOne asks it whether stop() was called.
   let loopHandle: PullLoop | null = null;
 
-  async function processOne(m: JsMsg): Promise<void> {
+  async function processOne(m: JsMsg, parsed: Parsed): Promise<void> {
     // Waited behind another delivery of its document while stop() was called: hand it back.
     if (loopHandle?.stopping) {
       m.nak();
@@ -54,7 +58,8 @@ export function runDeliveries(opts: DeliveryRunnerOptions): { stop(): Promise<vo
     const attempt = m.info.deliveryCount;
     let job: WebhookDeliveryJob;
     try {
-      job = WebhookDeliveryJob.parse(JSON.parse(new TextDecoder().decode(m.data)));
+      if (!parsed.ok) throw parsed.err;
+      job = WebhookDeliveryJob.parse(parsed.value);
     } catch (err) {
       log.error({ err: errorMessage(err), seq: m.seq }, 'undecodable delivery: dead-lettered');
       try {
@@ -94,14 +99,17 @@ export function runDeliveries(opts: DeliveryRunnerOptions): { stop(): Promise<vo
   // a retry, or another replica, can still reorder them).
   const serial = keyedSerializer();
   function inOrder(m: JsMsg): Promise<void> {
-    let key = `seq:${m.seq}`;
+    let parsed: Parsed;
     try {
-      const j = JSON.parse(new TextDecoder().decode(m.data)) as { webhookId?: unknown; event?: { documentId?: unknown } };
-      if (typeof j.webhookId === 'string' && typeof j.event?.documentId === 'string') key = `${j.webhookId}:${j.event.documentId}`;
-    } catch {
+      parsed = { ok: true, value: JSON.parse(dec.decode(m.data)) };
+    } catch (err) {
       // processOne dead-letters it
+      parsed = { ok: false, err };
     }
-    return serial(key, () => processOne(m));
+    let key = `seq:${m.seq}`;
+    const j = parsed.ok ? (parsed.value as { webhookId?: unknown; event?: { documentId?: unknown } | null } | null) : null;
+    if (typeof j?.webhookId === 'string' && typeof j.event?.documentId === 'string') key = `${j.webhookId}:${j.event.documentId}`;
+    return serial(key, () => processOne(m, parsed));
   }
 
   loopHandle = pullLoop({ bus, stream: STREAM_WEBHOOK_DELIVERIES, durable: WEBHOOK_DELIVERY_CONSUMER, concurrency: opts.concurrency, log, handle: inOrder });

@@ -90,13 +90,14 @@ export function httpSender(opts: SenderOptions): Sender {
             kept += c.length;
           }
         });
-        res.on('end', () =>
+        res.on('end', () => {
+          const retryAfterMs = retryAfter(res.headers['retry-after']);
           resolvePromise({
             status: res.statusCode ?? 0,
             body: Buffer.concat(chunks).toString('utf8').slice(0, 4096),
-            ...(retryAfter(res.headers['retry-after']) !== undefined ? { retryAfterMs: retryAfter(res.headers['retry-after'])! } : {}),
-          }),
-        );
+            ...(retryAfterMs !== undefined ? { retryAfterMs } : {}),
+          });
+        });
         res.on('error', reject);
       });
       req.on('error', (err: NodeJS.ErrnoException) => {
