@@ -25,8 +25,6 @@ const StoredKey = z.object({
 });
 
 export interface KvKeyStore extends KeyStore {
-  /** The records this replica holds now (its watch-fed copy). */
-  cached(): KeyRecord[];
   close(): Promise<void>;
 }
 
@@ -119,9 +117,6 @@ export async function kvKeyStore(bus: Bus, opts: { log: Logger; replicas?: numbe
         }
       }
       throw new Error(`could not revoke API key ${id}: the record kept changing`);
-    },
-    cached() {
-      return [...cache.values()].map((c) => c.record);
     },
     async close() {
       stopped = true;

@@ -17,6 +17,17 @@ import { NotFoundError, PermissionError, ValidationError } from '@memstream/kit'
  */
 export type TagScope = readonly string[] | null;
 
+/**
+ * Who is calling, set on `res.locals.principal` by `authenticate` (http/auth.ts) for every route
+ * after it: the admin key (MEMSTREAM_API_KEY), or a scoped key limited to its container tags.
+ */
+export type Principal = { kind: 'admin' } | { kind: 'scoped'; keyId: string; containerTags: string[] };
+
+/** The container tags a principal may reach: null for the admin key. */
+export function tagScope(p: Principal): TagScope {
+  return p.kind === 'admin' ? null : p.containerTags;
+}
+
 /** May the caller see a document with these tags? */
 export function canSee(scope: TagScope, docTags: readonly string[]): boolean {
   return scope === null || docTags.some((t) => scope.includes(t));

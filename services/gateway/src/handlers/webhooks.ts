@@ -10,10 +10,11 @@ import {
   type WebhookDelivery,
   type WebhookResponse,
 } from '@memstream/contracts';
-import { NotFoundError, PermissionError, ValidationError, isForbiddenAddress, newId } from '@memstream/kit';
+import { NotFoundError, ValidationError, isForbiddenAddress, newId } from '@memstream/kit';
+import { owns, readTags, tagScope, type Principal } from './scope.js';
 
-/** Who is calling, as the auth middleware leaves it on res.locals.principal (absent: the admin key). */
-export type Caller = { kind: 'admin' } | { kind: 'scoped'; keyId: string; containerTags: string[] };
+/** Who is calling, as the auth middleware leaves it on res.locals.principal. */
+export type Caller = Principal;
 
 /** Registrations and the record of their deliveries (NATS KV, shared with the notifier). */
 export interface WebhookStore {
@@ -35,8 +36,7 @@ export interface WebhookPorts {
 
 /** A scoped key sees and manages only webhooks confined to its own tags; global ones are the admin's. */
 export function visibleTo(hook: Webhook, caller: Caller): boolean {
-  if (caller.kind === 'admin') return true;
-  return hook.containerTags.length > 0 && hook.containerTags.every((t) => caller.containerTags.includes(t));
+  return owns(tagScope(caller), hook.containerTags);
 }
 
 function withoutSecret(hook: Webhook): WebhookResponse {
@@ -54,12 +54,8 @@ export async function createWebhook(ports: WebhookPorts, caller: Caller, body: u
     const reason = host === 'localhost' || host.endsWith('.localhost') ? 'loopback name' : isIP(host) ? isForbiddenAddress(host) : null;
     if (reason) throw new ValidationError('Invalid request', `url: ${host} is a ${reason}; receivers must be on public addresses (the operator can set MEMSTREAM_WEBHOOK_ALLOW_PRIVATE=true)`);
   }
-  let containerTags = [...new Set(req.containerTags ?? [])];
-  if (caller.kind === 'scoped') {
-    if (containerTags.length === 0) containerTags = [...caller.containerTags];
-    const outside = containerTags.filter((t) => !caller.containerTags.includes(t));
-    if (outside.length > 0) throw new PermissionError('Forbidden', `containerTags: this API key may not use ${outside.map((t) => JSON.stringify(t)).join(', ')}`);
-  }
+  // No tags: global for the admin key, the key's own tags for a scoped key; a tag outside them is 403.
+  const containerTags = readTags(tagScope(caller), [...new Set(req.containerTags ?? [])]) ?? [];
   const hook: Webhook = {
     id: 'wh_' + newId(),
     url: req.url,

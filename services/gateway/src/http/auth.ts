@@ -3,14 +3,10 @@ import { Router, type RequestHandler, type Response } from 'express';
 import type { RateLimitErrorBody } from '@memstream/contracts';
 import { AuthError, PermissionError, type Logger } from '@memstream/kit';
 import { KEY_PREFIX, createScopedKey, listScopedKeys, parseKeyId, revokeScopedKey, verifyScopedKey, type KeyPorts } from '../handlers/keys.js';
-import type { TagScope } from '../handlers/scope.js';
+import { tagScope, type Principal, type TagScope } from '../handlers/scope.js';
 import type { RateLimit, RateLimiter } from '../adapters/rate-limit.js';
 
-/**
- * Who is calling, set on `res.locals.principal` by `authenticate` for every route after it:
- * the admin key (MEMSTREAM_API_KEY), or a scoped key limited to its container tags.
- */
-export type Principal = { kind: 'admin' } | { kind: 'scoped'; keyId: string; containerTags: string[] };
+export type { Principal };
 
 export interface AuthOptions {
   /** Scoped keys; absent: only the admin key is accepted. */
@@ -92,8 +88,7 @@ export function principalOf(res: Response): Principal {
 
 /** The container tags the caller may reach: null for the admin key. */
 export function scopeOf(res: Response): TagScope {
-  const p = principalOf(res);
-  return p.kind === 'admin' ? null : p.containerTags;
+  return tagScope(principalOf(res));
 }
 
 /** 403 for a scoped key. */

@@ -1,7 +1,8 @@
-import type { Request, RequestHandler, Response } from 'express';
+import type { Request, RequestHandler } from 'express';
 import { ContainerTag, LifecycleTransition, type LifecycleEvent } from '@memstream/contracts';
-import { PermissionError, ValidationError, errorMessage, type Logger } from '@memstream/kit';
-import type { Caller } from '../handlers/webhooks.js';
+import { ValidationError, errorMessage, type Logger } from '@memstream/kit';
+import { readTags, tagScope, type Principal } from '../handlers/scope.js';
+import { principalOf } from './auth.js';
 
 /** The stream of transitions (LIFECYCLE), from now or from just after a sequence. */
 export interface LifecycleSource {
@@ -37,7 +38,7 @@ function listParam(v: unknown): string[] {
 }
 
 /** The tags to stream: asked for (containerTag=, containerTags=a,b), and never beyond a scoped key's. Null: every document. */
-export function eventFilter(query: Record<string, unknown>, caller: Caller): { tags: string[] | null; types: LifecycleTransition[] | null } {
+export function eventFilter(query: Record<string, unknown>, caller: Principal): { tags: string[] | null; types: LifecycleTransition[] | null } {
   const asked = [...listParam(query.containerTag), ...listParam(query.containerTags)];
   for (const t of asked) {
     const r = ContainerTag.safeParse(t);
@@ -47,12 +48,7 @@ export function eventFilter(query: Record<string, unknown>, caller: Caller): { t
   for (const t of types) {
     if (!LifecycleTransition.safeParse(t).success) throw new ValidationError('Invalid request', `events: ${JSON.stringify(t)} is not one of ${LifecycleTransition.options.join(', ')}`);
   }
-  let tags: string[] | null = asked.length > 0 ? [...new Set(asked)] : null;
-  if (caller.kind === 'scoped') {
-    const outside = (tags ?? []).filter((t) => !caller.containerTags.includes(t));
-    if (outside.length > 0) throw new PermissionError('Forbidden', `containerTags: this API key may not use ${outside.map((t) => JSON.stringify(t)).join(', ')}`);
-    tags ??= [...caller.containerTags];
-  }
+  const tags = readTags(tagScope(caller), asked.length > 0 ? [...new Set(asked)] : undefined) ?? null;
   return { tags, types: types.length > 0 ? (types as LifecycleTransition[]) : null };
 }
 
@@ -68,10 +64,6 @@ function resumeFrom(req: Request): number | undefined {
   return Number(raw.trim());
 }
 
-function callerOf(res: Response): Caller {
-  return (res.locals.principal as Caller | undefined) ?? { kind: 'admin' };
-}
-
 /**
  * GET /v3/events: Server-Sent Events of document transitions, the same payloads webhooks get.
  * `id:` is the LIFECYCLE sequence, so a client that reconnects with Last-Event-ID continues where
@@ -81,7 +73,7 @@ function callerOf(res: Response): Caller {
 export function eventsHandler(opts: EventsOptions): RequestHandler {
   const heartbeatMs = opts.heartbeatMs ?? 15_000;
   return async (req, res) => {
-    const filter = eventFilter(req.query as Record<string, unknown>, callerOf(res));
+    const filter = eventFilter(req.query as Record<string, unknown>, principalOf(res));
     const afterSeq = resumeFrom(req);
     // Opened before the headers go out, so a broker failure is still an ordinary JSON error.
     const sub = await opts.source.open(afterSeq !== undefined ? { afterSeq } : {});

@@ -1,8 +1,9 @@
-import { Router, type Response } from 'express';
+import { Router } from 'express';
 import { z } from 'zod';
 import { CreateWebhookRequest, CreateWebhookResponse, LifecycleEvent, ListDeliveriesResponse, ListWebhooksResponse, WebhookResponse } from '@memstream/contracts';
 import type { Logger } from '@memstream/kit';
-import { createWebhook, deleteWebhook, getWebhook, listDeliveries, listWebhooks, type Caller, type WebhookPorts } from '../handlers/webhooks.js';
+import { createWebhook, deleteWebhook, getWebhook, listDeliveries, listWebhooks, type WebhookPorts } from '../handlers/webhooks.js';
+import { principalOf } from './auth.js';
 import { EventStreams, eventsHandler, type LifecycleSource } from './events.js';
 
 export interface WebhookRouteOptions {
@@ -14,31 +15,26 @@ export interface WebhookRouteOptions {
   heartbeatMs?: number;
 }
 
-/** The caller as the auth middleware left it; absent (the admin key alone): admin. */
-function callerOf(res: Response): Caller {
-  return (res.locals.principal as Caller | undefined) ?? { kind: 'admin' };
-}
-
 /** /v3/webhooks (registrations and their deliveries) and /v3/events (SSE). Mounted after auth and the JSON parser. */
 export function webhookRoutes(opts: WebhookRouteOptions): Router {
   const { ports, log } = opts;
   const r = Router();
   r.post('/v3/webhooks', async (req, res) => {
-    const hook = await createWebhook(ports, callerOf(res), req.body);
+    const hook = await createWebhook(ports, principalOf(res), req.body);
     log.info({ webhookId: hook.id, url: hook.url, containerTags: hook.containerTags, events: hook.events }, 'webhook registered');
     res.status(201).json(hook);
   });
   r.get('/v3/webhooks', async (_req, res) => {
-    res.json(await listWebhooks(ports, callerOf(res)));
+    res.json(await listWebhooks(ports, principalOf(res)));
   });
   r.get('/v3/webhooks/:id', async (req, res) => {
-    res.json(await getWebhook(ports, callerOf(res), req.params.id));
+    res.json(await getWebhook(ports, principalOf(res), req.params.id));
   });
   r.get('/v3/webhooks/:id/deliveries', async (req, res) => {
-    res.json(await listDeliveries(ports, callerOf(res), req.params.id, req.query as Record<string, unknown>));
+    res.json(await listDeliveries(ports, principalOf(res), req.params.id, req.query as Record<string, unknown>));
   });
   r.delete('/v3/webhooks/:id', async (req, res) => {
-    await deleteWebhook(ports, callerOf(res), req.params.id);
+    await deleteWebhook(ports, principalOf(res), req.params.id);
     log.info({ webhookId: req.params.id }, 'webhook deleted');
     res.status(204).end();
   });
