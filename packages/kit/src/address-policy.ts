@@ -1,4 +1,6 @@
-import { BlockList, isIP } from 'node:net';
+import { promises as dns, type LookupAddress } from 'node:dns';
+import { BlockList, isIP, type LookupFunction } from 'node:net';
+import { PermanentError } from './errors.js';
 
 /**
  * Address policy for connections made on a user's behalf: the extractor's URL fetches and the
@@ -121,4 +123,47 @@ export function isForbiddenAddress(ip: string): string | null {
   }
   for (const rule of V6_RULES) if (rule.list.check(addr, 'ipv6')) return rule.reason;
   return null;
+}
+
+/** Resolves a host name to every address it has (dns.lookup with all: true). Replaceable in tests. */
+export type Resolver = (host: string, family: 0 | 4 | 6) => Promise<LookupAddress[]>;
+
+export const systemResolver: Resolver = (host, family) => dns.lookup(host, { all: true, family });
+
+/**
+ * A `lookup` for http(s).request: resolve, drop every address `check` refuses (it returns the
+ * reason, or null), and hand the socket only what is left. The socket connects to exactly the
+ * address checked here, so a DNS answer that changes between a check and the connection
+ * (rebinding) cannot slip through. When nothing is left, the error — `refused(host, reason)`, or
+ * "could not resolve" — goes to the socket and to `onRefused`, so the caller can report it rather
+ * than the socket error it causes.
+ */
+export function guardedLookup(opts: {
+  resolve: Resolver;
+  check: (address: string, hostname: string) => string | null;
+  refused: (hostname: string, reason: string) => PermanentError;
+  onRefused: (err: PermanentError) => void;
+}): LookupFunction {
+  return (hostname, options, callback) => {
+    const family = options.family === 4 || options.family === 6 ? options.family : 0;
+    opts.resolve(hostname, family).then(
+      (addresses) => {
+        const allowed: LookupAddress[] = [];
+        let reason: string | null = null;
+        for (const a of addresses) {
+          const r = opts.check(a.address, hostname);
+          if (r) reason ??= `${hostname} resolves to ${a.address}, a ${r}`;
+          else allowed.push(a);
+        }
+        const first = allowed[0];
+        if (!first) {
+          const err = reason ? opts.refused(hostname, reason) : new PermanentError(`could not resolve ${hostname}`);
+          opts.onRefused(err);
+          callback(err, []);
+        } else if (options.all) callback(null, allowed);
+        else callback(null, first.address, first.family);
+      },
+      (err: NodeJS.ErrnoException) => callback(err, []),
+    );
+  };
 }

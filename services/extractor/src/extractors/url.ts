@@ -1,21 +1,17 @@
-import { promises as dns, type LookupAddress } from 'node:dns';
 import { createWriteStream } from 'node:fs';
 import { rm } from 'node:fs/promises';
 import http, { type IncomingMessage } from 'node:http';
 import https from 'node:https';
-import { isIP, type LookupFunction } from 'node:net';
+import { isIP } from 'node:net';
 import path from 'node:path';
 import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import zlib from 'node:zlib';
-import { AppError, PermanentError, RetryableError, errorMessage } from '@memstream/kit';
+import { AppError, PermanentError, RetryableError, errorMessage, guardedLookup, systemResolver, type Resolver } from '@memstream/kit';
 import type { ExtractContext, SourceFile } from '../kinds.js';
 import { checkAddress, type FetchPolicy } from './ssrf.js';
 
-/** Resolves a host name to every address it has (dns.lookup with all: true). Replaceable in tests. */
-export type Resolver = (host: string, family: 0 | 4 | 6) => Promise<LookupAddress[]>;
-
-const systemResolver: Resolver = (host, family) => dns.lookup(host, { all: true, family });
+export type { Resolver };
 
 export type FetchedFile = SourceFile & { finalUrl: string };
 
@@ -67,35 +63,6 @@ interface Hop {
   refusal: PermanentError | null;
 }
 
-/**
- * A `lookup` for http.request: resolve, drop every address the policy refuses, and hand the
- * socket only what is left. The socket connects to exactly the address checked here, so a DNS
- * answer that changes between a check and the connection (rebinding) cannot slip through.
- */
-function guardedLookup(policy: FetchPolicy, resolve: Resolver, hop: Hop): LookupFunction {
-  return (hostname, options, callback) => {
-    const family = options.family === 4 || options.family === 6 ? options.family : 0;
-    resolve(hostname, family).then(
-      (addresses) => {
-        const allowed: LookupAddress[] = [];
-        let reason: string | null = null;
-        for (const a of addresses) {
-          const r = checkAddress(a.address, hostname, policy);
-          if (r) reason ??= `${hostname} resolves to ${a.address}, a ${r}`;
-          else allowed.push(a);
-        }
-        const first = allowed[0];
-        if (!first) {
-          hop.refusal = reason ? refused(hostname, reason) : new PermanentError(`could not resolve ${hostname}`);
-          callback(hop.refusal, []);
-        } else if (options.all) callback(null, allowed);
-        else callback(null, first.address, first.family);
-      },
-      (err: NodeJS.ErrnoException) => callback(err, []),
-    );
-  };
-}
-
 /** One GET, resolved when the response headers arrive. */
 function request(hop: Hop, policy: FetchPolicy, resolve: Resolver, signal: AbortSignal): Promise<IncomingMessage> {
   const host = hostOf(hop.url);
@@ -116,7 +83,7 @@ function request(hop: Hop, policy: FetchPolicy, resolve: Resolver, signal: Abort
       // A private agent per request: no pooled socket opened by other code (and so never
       // checked) is reused, and no idle socket outlives the fetch.
       agent: false,
-      lookup: guardedLookup(policy, resolve, hop),
+      lookup: guardedLookup({ resolve, check: (a, h) => checkAddress(a, h, policy), refused, onRefused: (e) => (hop.refusal = e) }),
       // Socket inactivity, from before the connection is made until the body ends.
       timeout: policy.timeoutMs,
       signal,

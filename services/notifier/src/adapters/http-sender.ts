@@ -1,12 +1,9 @@
 import http from 'node:http';
 import https from 'node:https';
-import dns from 'node:dns/promises';
 import { isIP, type LookupFunction } from 'node:net';
-import { PermanentError, isForbiddenAddress } from '@memstream/kit';
+import { PermanentError, guardedLookup, isForbiddenAddress, systemResolver, type Resolver } from '@memstream/kit';
 import type { Sender } from '../handlers/deliver.js';
 
-type Resolver = (host: string, family: 0 | 4 | 6) => Promise<Array<{ address: string; family: number }>>;
-const systemResolver: Resolver = (host, family) => dns.lookup(host, { all: true, family });
 
 export interface SenderOptions {
   /** MEMSTREAM_WEBHOOK_ALLOW_PRIVATE: deliver to loopback and private addresses too. */
@@ -19,34 +16,6 @@ function refused(host: string, reason: string): PermanentError {
   return new PermanentError(`refused to deliver to ${host}: ${reason} (set MEMSTREAM_WEBHOOK_ALLOW_PRIVATE=true to allow receivers on private networks)`);
 }
 
-/**
- * A `lookup` that hands the socket only addresses the policy allows, so the address checked is
- * the address connected to (a DNS answer that changes in between cannot slip through).
- */
-function guardedLookup(resolve: Resolver, onRefused: (e: PermanentError) => void): LookupFunction {
-  return (hostname, options, callback) => {
-    const family = options.family === 4 || options.family === 6 ? options.family : 0;
-    resolve(hostname, family).then(
-      (addresses) => {
-        const allowed = [];
-        let reason: string | null = null;
-        for (const a of addresses) {
-          const r = isForbiddenAddress(a.address);
-          if (r) reason ??= `${hostname} resolves to ${a.address}, a ${r}`;
-          else allowed.push(a);
-        }
-        const first = allowed[0];
-        if (!first) {
-          const e = reason ? refused(hostname, reason) : new PermanentError(`could not resolve ${hostname}`);
-          onRefused(e);
-          callback(e, []);
-        } else if (options.all) callback(null, allowed);
-        else callback(null, first.address, first.family);
-      },
-      (err: NodeJS.ErrnoException) => callback(err, []),
-    );
-  };
-}
 
 /** Seconds or an HTTP date, as Retry-After allows; capped by the caller. */
 function retryAfter(v: string | undefined): number | undefined {
@@ -78,7 +47,7 @@ export function httpSender(opts: SenderOptions): Sender {
         method: 'POST',
         headers: { ...headers, 'content-length': String(Buffer.byteLength(body)) },
         agent: false,
-        ...(opts.allowPrivate ? {} : { lookup: guardedLookup(resolve, (e) => (refusal = e)) }),
+        ...(opts.allowPrivate ? {} : { lookup: guardedLookup({ resolve, check: (a) => isForbiddenAddress(a), refused, onRefused: (e) => (refusal = e) }) }),
         signal,
       });
       req.on('response', (res) => {
