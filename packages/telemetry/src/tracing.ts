@@ -43,6 +43,13 @@ export function traceHeaders(ctx: Context): Record<string, string> {
   return carrier;
 }
 
+/** A copy of `headers` with the W3C headers of `ctx` put in (one object per message, not two). */
+function withTraceHeaders(headers: Record<string, string>, ctx: Context): Record<string, string> {
+  const carrier = { ...headers };
+  propagation.inject(ctx, carrier);
+  return carrier;
+}
+
 /** traceId and spanId of the active span, for log lines. */
 export function logFields(): Record<string, string> | undefined {
   const span = trace.getActiveSpan();
@@ -130,7 +137,9 @@ export function busTelemetry(config: TelemetryConfig): BusTelemetry {
       );
       const ctx = trace.setSpan(parent, span);
       try {
-        const out = await context.with(ctx, () => send({ ...info.headers, ...traceHeaders(ctx) }));
+        // No context.with here: `send` only hands the message to NATS (nothing in it reads the
+        // active context), and the span reaches the next stage through the headers.
+        const out = await send(withTraceHeaders(info.headers, ctx));
         eventsPublished.inc({ event: info.eventType });
         span.end();
         return out;
@@ -162,7 +171,7 @@ export function busTelemetry(config: TelemetryConfig): BusTelemetry {
       const t0 = performance.now();
       let result: R;
       try {
-        result = await context.with(ctx, () => handle({ ...info.headers, ...traceHeaders(ctx) }));
+        result = await context.with(ctx, () => handle(withTraceHeaders(info.headers, ctx)));
       } catch (err) {
         recordOutcome({ stage: info.consumer, event: info.kind, outcome: 'error', seconds: (performance.now() - t0) / 1000 });
         endSpan(span, err);
