@@ -17,10 +17,8 @@
 import { createServer, type Server } from 'node:http';
 import { cpus, loadavg } from 'node:os';
 import { parseArgs } from 'node:util';
-import path from 'node:path';
 import { stopProcess } from '@memstream/cli';
-import { SqliteDocumentViews } from '@memstream/views';
-import { api, startTestStack, waitFor, type TestStack } from '../test/support/stack.js';
+import { api, startTestStack, waitTagDone, type TestStack } from '../test/support/stack.js';
 
 const { values } = parseArgs({
   options: {
@@ -80,20 +78,7 @@ async function phase(stack: TestStack, tag: string): Promise<{ ms: number; ids: 
       }
     }),
   );
-  const views = SqliteDocumentViews.open(path.join(stack.dataDir, 'views.sqlite'));
-  try {
-    await waitFor(
-      `${DOCS} documents of ${tag} done`,
-      async () => {
-        const { total } = await views.list({ containerTags: [tag], statuses: ['done'], sort: 'createdAt', order: 'asc', limit: 1, offset: 0 });
-        return total === DOCS ? true : undefined;
-      },
-      600_000,
-      50,
-    );
-  } finally {
-    await views.close();
-  }
+  await waitTagDone(stack, tag, DOCS, 600_000, 50);
   return { ms: performance.now() - t0, ids };
 }
 

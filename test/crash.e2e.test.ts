@@ -8,7 +8,7 @@ import { SqliteChunkIndex } from '@memstream/chunk-index';
 import { REPO_ROOT, compareViews, rebuildViews } from '@memstream/cli';
 import { connectBus, type Bus } from '@memstream/bus';
 import { createLogger } from '@memstream/kit';
-import { api, startTestStack, waitFor, type TestStack } from './support/stack.js';
+import { api, startTestStack, waitFor, waitTagDone, type TestStack } from './support/stack.js';
 import { deliverySnapshot, redeliveries, waitIdle } from './support/deliveries.js';
 
 /** Documents per round; MEMSTREAM_CRASH_DOCS lowers it for a quick local run. */
@@ -49,22 +49,7 @@ describe('crash: kill -9 each service while documents are in flight', () => {
     console.log(`[crash] whole file: ${Date.now() - t0} ms`);
   });
 
-  async function waitDone(round: string, n: number): Promise<void> {
-    const views = SqliteDocumentViews.open(path.join(stack.dataDir, 'views.sqlite'));
-    try {
-      await waitFor(
-        `${n} documents of ${round} done`,
-        async () => {
-          const { total } = await views.list({ containerTags: [round], statuses: ['done'], sort: 'createdAt', order: 'asc', limit: 1, offset: 0 });
-          return total === n ? true : undefined;
-        },
-        120_000,
-        200,
-      );
-    } finally {
-      await views.close();
-    }
-  }
+  const waitDone = (round: string, n: number) => waitTagDone(stack, round, n, 120_000, 200);
 
   for (const worker of WORKERS) {
     it(`kill -9 ${worker}: all ${DOCS_PER_ROUND} documents reach done`, async () => {

@@ -3,7 +3,7 @@ import path from 'node:path';
 import { stopProcess } from '@memstream/cli';
 import { SqliteChunkIndex } from '@memstream/chunk-index';
 import { SqliteDocumentViews } from '@memstream/views';
-import { api, startTestStack, waitFor, type TestStack } from './support/stack.js';
+import { api, startTestStack, waitFor, waitTagDone, type TestStack } from './support/stack.js';
 
 const WORDS = 'ledger replay chunk vector broker durable consumer revision projection tombstone payload subject'.split(' ');
 const text = (round: string, i: number) => `# ${round} ${i}\n\n${WORDS.map((w, k) => `${w}-${(i * 31 + k) % 97}`).join(' ')}.\n\nSecond paragraph of ${round} number ${i}.`;
@@ -27,18 +27,10 @@ describe('faults: broker restart and a lost replica', () => {
   });
 
   async function expectAllDoneOnce(tag: string, ids: string[]) {
+    await waitTagDone(stack, tag, ids.length, 120_000, 250);
     const views = SqliteDocumentViews.open(path.join(stack.dataDir, 'views.sqlite'));
     const index = SqliteChunkIndex.open(path.join(stack.dataDir, 'index.sqlite'));
     try {
-      await waitFor(
-        `${ids.length} documents of ${tag} done`,
-        async () => {
-          const { total } = await views.list({ containerTags: [tag], statuses: ['done'], sort: 'createdAt', order: 'asc', limit: 1, offset: 0 });
-          return total === ids.length ? true : undefined;
-        },
-        120_000,
-        250,
-      );
       const { items, total } = await views.list({ containerTags: [tag], sort: 'createdAt', order: 'asc', limit: 1000, offset: 0 });
       expect(total).toBe(ids.length);
       expect(new Set(items.map((v) => v.id))).toEqual(new Set(ids));

@@ -17,25 +17,13 @@ import { createChunkHandler } from '../services/chunker/src/handlers/index.js';
 import { createExtractHandler } from '../services/extractor/src/handlers/index.js';
 import { createEmbedder } from '../packages/embedder/src/index.js';
 import { api, startTestStack, waitFor, type TestStack } from './support/stack.js';
+import { rng, shuffle } from './retrieval/manpages.js';
 
 const silent = createLogger('test', { level: 'silent' });
 
 /** A seeded shuffle (mulberry32), so a failing order can be replayed. */
 function shuffled<T>(items: T[], seed: number): T[] {
-  let a = seed >>> 0;
-  const rnd = () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-  const out = [...items];
-  for (let i = out.length - 1; i > 0; i--) {
-    const j = Math.floor(rnd() * (i + 1));
-    [out[i], out[j]] = [out[j]!, out[i]!];
-  }
-  return out;
+  return shuffle(items, rng(seed));
 }
 
 /** Run `fn` over items with at most `n` at once, as a consumer with that concurrency would. */

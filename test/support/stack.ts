@@ -2,6 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { SERVICES, spawnService, startNatsServer, stopProcess, type NatsServerHandle, type ServiceName, type ServiceProcess } from '@memstream/cli';
+import { SqliteDocumentViews } from '@memstream/views';
 
 export interface TestStack {
   nats: NatsServerHandle;
@@ -110,5 +111,23 @@ export async function waitFor<T>(what: string, check: () => Promise<T | undefine
     }
     if (Date.now() > deadline) throw new Error(`timed out after ${timeoutMs} ms waiting for ${what}${last ? `: ${String(last)}` : ''}`);
     await new Promise((r) => setTimeout(r, everyMs));
+  }
+}
+
+/** Poll the stack's view store until `n` documents of container tag `tag` are done. */
+export async function waitTagDone(stack: { dataDir: string }, tag: string, n: number, timeoutMs: number, everyMs: number): Promise<void> {
+  const views = SqliteDocumentViews.open(path.join(stack.dataDir, 'views.sqlite'));
+  try {
+    await waitFor(
+      `${n} documents of ${tag} done`,
+      async () => {
+        const { total } = await views.list({ containerTags: [tag], statuses: ['done'], sort: 'createdAt', order: 'asc', limit: 1, offset: 0 });
+        return total === n ? true : undefined;
+      },
+      timeoutMs,
+      everyMs,
+    );
+  } finally {
+    await views.close();
   }
 }
