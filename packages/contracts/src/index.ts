@@ -7,3 +7,4 @@ export * from './filters.js';
 export * from './search.js';
 export * from './embedding-config.js';
 export * from './webhooks.js';
+export * from './memory.js';
