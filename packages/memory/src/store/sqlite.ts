@@ -1,0 +1,237 @@
+import { createHash } from 'node:crypto';
+import { mkdirSync } from 'node:fs';
+import { dirname } from 'node:path';
+import Database from 'better-sqlite3';
+import { MemoryRecord, matchesFilter, type MemoryCommit } from '@memstream/contracts';
+import { RRF_K, toFtsQuery } from '@memstream/chunk-index';
+import type { Embedder } from '@memstream/embedder';
+import { evolveMemories, isGone, touchedIds } from '../evolve.js';
+import type { MemoryHit, MemoryListQuery, MemorySearchQuery, MemoryStore } from './port.js';
+
+const SCHEMA = `
+CREATE TABLE IF NOT EXISTS memories (
+  id TEXT PRIMARY KEY,
+  tag TEXT NOT NULL,
+  is_latest INTEGER NOT NULL,
+  is_forgotten INTEGER NOT NULL,
+  forget_after TEXT,
+  created_at TEXT NOT NULL,
+  updated_at TEXT NOT NULL,
+  text TEXT NOT NULL,
+  record TEXT NOT NULL,
+  vector BLOB
+);
+CREATE INDEX IF NOT EXISTS memories_tag ON memories (tag, is_latest, is_forgotten);
+CREATE TABLE IF NOT EXISTS memory_documents (document_id TEXT NOT NULL, memory_id TEXT NOT NULL, PRIMARY KEY (document_id, memory_id));
+CREATE TABLE IF NOT EXISTS memory_tags (tag TEXT PRIMARY KEY, seq INTEGER NOT NULL);
+CREATE TABLE IF NOT EXISTS memorized (document_id TEXT NOT NULL, tag TEXT NOT NULL, revision INTEGER NOT NULL, PRIMARY KEY (document_id, tag));
+CREATE VIRTUAL TABLE IF NOT EXISTS memories_fts USING fts5 (text, content = 'memories', content_rowid = 'rowid', tokenize = 'porter unicode61');
+CREATE TRIGGER IF NOT EXISTS memories_fts_insert AFTER INSERT ON memories BEGIN
+  INSERT INTO memories_fts (rowid, text) VALUES (new.rowid, new.text);
+END;
+CREATE TRIGGER IF NOT EXISTS memories_fts_delete AFTER DELETE ON memories BEGIN
+  INSERT INTO memories_fts (memories_fts, rowid, text) VALUES ('delete', old.rowid, old.text);
+END;
+CREATE TRIGGER IF NOT EXISTS memories_fts_update AFTER UPDATE OF text ON memories BEGIN
+  INSERT INTO memories_fts (memories_fts, rowid, text) VALUES ('delete', old.rowid, old.text);
+  INSERT INTO memories_fts (rowid, text) VALUES (new.rowid, new.text);
+END;
+`;
+
+interface Row {
+  rowid: number;
+  id: string;
+  record: string;
+  vector: Buffer | null;
+}
+
+const BEST_RRF = 2 / (RRF_K + 1);
+
+function toBlob(v: Float32Array): Buffer {
+  return Buffer.from(v.buffer, v.byteOffset, v.byteLength);
+}
+function fromBlob(b: Buffer): Float32Array {
+  const out = new Float32Array(b.byteLength >> 2);
+  new Uint8Array(out.buffer).set(b);
+  return out;
+}
+
+/**
+ * The memory store in one SQLite file (`memories.sqlite` beside the other stores): records as
+ * JSON with the columns search restricts on, FTS5 over the statement, and the statement's vector
+ * for an exact dense scan. Metadata filters are applied in JS with `matchesFilter` to the tag's
+ * rows before ranking (a tag's memories are few compared with its chunks). Writers: the
+ * memorizer and the gateway (direct writes), each applying the commits it published; WAL and a
+ * busy timeout let them and the readers share the file.
+ */
+export class SqliteMemoryStore implements MemoryStore {
+  readonly model: string;
+  private readonly s;
+
+  private constructor(
+    private readonly db: Database.Database,
+    private readonly embedder: Embedder,
+  ) {
+    this.model = embedder.model;
+    this.s = {
+      get: db.prepare<[string], Row>('SELECT rowid, id, record, vector FROM memories WHERE id = ?'),
+      upsert: db.prepare<[string, string, number, number, string | null, string, string, string, string, Buffer | null]>(
+        `INSERT INTO memories (id, tag, is_latest, is_forgotten, forget_after, created_at, updated_at, text, record, vector)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+         ON CONFLICT (id) DO UPDATE SET is_latest = excluded.is_latest, is_forgotten = excluded.is_forgotten,
+           forget_after = excluded.forget_after, updated_at = excluded.updated_at, record = excluded.record,
+           text = excluded.text, vector = coalesce(excluded.vector, memories.vector)`,
+      ),
+      linkDoc: db.prepare<[string, string]>('INSERT OR IGNORE INTO memory_documents (document_id, memory_id) VALUES (?, ?)'),
+      tagSeq: db.prepare<[string], { seq: number }>('SELECT seq FROM memory_tags WHERE tag = ?'),
+      setTagSeq: db.prepare<[string, number]>('INSERT INTO memory_tags (tag, seq) VALUES (?, ?) ON CONFLICT (tag) DO UPDATE SET seq = excluded.seq'),
+      memorize: db.prepare<[string, string, number]>(
+        'INSERT INTO memorized (document_id, tag, revision) VALUES (?, ?, ?) ON CONFLICT (document_id, tag) DO UPDATE SET revision = max(revision, excluded.revision)',
+      ),
+      memorized: db.prepare<[string, string], { revision: number }>('SELECT revision FROM memorized WHERE document_id = ? AND tag = ?'),
+      byTag: db.prepare<[string], Row>('SELECT rowid, id, record, vector FROM memories WHERE tag = ? ORDER BY created_at, id'),
+      byDoc: db.prepare<[string], Row>(
+        'SELECT m.rowid, m.id, m.record, m.vector FROM memory_documents d JOIN memories m ON m.id = d.memory_id WHERE d.document_id = ? ORDER BY m.created_at, m.id',
+      ),
+      all: db.prepare<[], Row>('SELECT rowid, id, record, vector FROM memories ORDER BY id'),
+      allTags: db.prepare<[], { tag: string; seq: number }>('SELECT tag, seq FROM memory_tags ORDER BY tag'),
+      fts: db.prepare<[string, string], { rowid: number; rank: number }>(
+        `SELECT m.rowid AS rowid, bm25(memories_fts) AS rank FROM memories_fts JOIN memories m ON m.rowid = memories_fts.rowid
+         WHERE memories_fts MATCH ? AND m.tag IN (SELECT value FROM json_each(?)) ORDER BY rank LIMIT 1000`,
+      ),
+      ftsAll: db.prepare<[string], { rowid: number; rank: number }>(
+        'SELECT rowid, bm25(memories_fts) AS rank FROM memories_fts WHERE memories_fts MATCH ? ORDER BY rank LIMIT 1000',
+      ),
+    };
+  }
+
+  /** Open (creating) the store at `path` (':memory:' for a private one); vectors are made with `embedder`. */
+  static open(path: string, embedder: Embedder): SqliteMemoryStore {
+    if (path !== ':memory:') mkdirSync(dirname(path), { recursive: true });
+    const db = new Database(path);
+    db.pragma('busy_timeout = 5000');
+    db.pragma('journal_mode = WAL');
+    db.pragma('synchronous = NORMAL');
+    db.exec(SCHEMA);
+    return new SqliteMemoryStore(db, embedder);
+  }
+
+  private parse(row: Row): MemoryRecord {
+    return MemoryRecord.parse(JSON.parse(row.record));
+  }
+
+  async apply(commit: MemoryCommit, seq: number): Promise<boolean> {
+    if (seq <= (this.s.tagSeq.get(commit.containerTag)?.seq ?? 0)) return false;
+    // Vectors first (the embedder is async; the transaction is not).
+    const texts = commit.changes.flatMap((c) => (c.type === 'memory.created.v1' || c.type === 'memory.versioned.v1' ? [c.memory] : []));
+    const vectors = texts.length ? await this.embedder.embed(texts.map((m) => m.memory)) : [];
+    const vectorOf = new Map(texts.map((m, i) => [m.id, vectors[i]]));
+    return this.db.transaction(() => {
+      // Checked again inside the transaction: another writer may have applied it meanwhile.
+      if (seq <= (this.s.tagSeq.get(commit.containerTag)?.seq ?? 0)) return false;
+      const before = new Map<string, MemoryRecord>();
+      for (const id of touchedIds(commit)) {
+        const row = this.s.get.get(id);
+        if (row) before.set(id, this.parse(row));
+      }
+      const after = evolveMemories(before, commit);
+      for (const [id, m] of after) {
+        if (before.get(id) === m) continue;
+        const v = vectorOf.get(id);
+        this.s.upsert.run(id, m.containerTag, m.isLatest ? 1 : 0, m.isForgotten ? 1 : 0, m.forgetAfter, m.createdAt, m.updatedAt, m.memory, JSON.stringify(m), v ? toBlob(v) : null);
+        for (const d of m.documentIds) this.s.linkDoc.run(d, id);
+      }
+      this.s.setTagSeq.run(commit.containerTag, seq);
+      if (commit.cause.kind === 'extraction') this.s.memorize.run(commit.cause.documentId, commit.containerTag, commit.cause.revision);
+      return true;
+    })();
+  }
+
+  async tagSeq(tag: string): Promise<number> {
+    return this.s.tagSeq.get(tag)?.seq ?? 0;
+  }
+
+  async get(id: string): Promise<MemoryRecord | null> {
+    const row = this.s.get.get(id);
+    return row ? this.parse(row) : null;
+  }
+
+  async chain(id: string): Promise<MemoryRecord[]> {
+    const m = await this.get(id);
+    if (!m) return [];
+    const root = m.rootMemoryId ?? m.id;
+    return (await this.tagMemories(m.containerTag)).filter((x) => x.id === root || x.rootMemoryId === root).sort((a, b) => a.version - b.version);
+  }
+
+  async tagMemories(tag: string, opts: { liveAt?: Date } = {}): Promise<MemoryRecord[]> {
+    const all = this.s.byTag.all(tag).map((r) => this.parse(r));
+    return opts.liveAt ? all.filter((m) => m.isLatest && !isGone(m, opts.liveAt!)) : all;
+  }
+
+  async documentMemories(documentId: string): Promise<MemoryRecord[]> {
+    return this.s.byDoc.all(documentId).map((r) => this.parse(r));
+  }
+
+  async memorized(documentId: string, tag: string): Promise<{ revision: number } | null> {
+    return this.s.memorized.get(documentId, tag) ?? null;
+  }
+
+  async list(q: MemoryListQuery): Promise<{ items: MemoryRecord[]; total: number }> {
+    const tags = q.containerTags ?? this.s.allTags.all().map((t) => t.tag);
+    let items = tags.flatMap((t) => this.s.byTag.all(t).map((r) => this.parse(r)));
+    if (q.filter) items = items.filter((m) => matchesFilter(m.metadata, q.filter!));
+    const dir = q.order === 'asc' ? 1 : -1;
+    items.sort((a, b) => dir * (a[q.sort] < b[q.sort] ? -1 : a[q.sort] > b[q.sort] ? 1 : a.id < b.id ? -1 : 1));
+    return { items: items.slice(q.offset, q.offset + q.limit), total: items.length };
+  }
+
+  async search(q: MemorySearchQuery): Promise<MemoryHit[]> {
+    const tags = q.containerTags ?? this.s.allTags.all().map((t) => t.tag);
+    const rows = tags.flatMap((t) => this.s.byTag.all(t));
+    const eligible = new Map<number, { m: MemoryRecord; vector: Buffer | null }>();
+    for (const r of rows) {
+      const m = this.parse(r);
+      if (!q.includeSuperseded && !m.isLatest) continue;
+      if (!q.includeForgotten && isGone(m, q.now)) continue;
+      if (q.filter && !matchesFilter(m.metadata, q.filter)) continue;
+      eligible.set(r.rowid, { m, vector: r.vector });
+    }
+    if (eligible.size === 0) return [];
+    const depth = Math.max(q.limit * 4, 50);
+    // Dense: exact dot products (vectors are L2-normalised).
+    const dense = [...eligible]
+      .filter(([, e]) => e.vector && e.vector.byteLength === q.vector.byteLength)
+      .map(([rowid, e]) => {
+        const v = fromBlob(e.vector!);
+        let dot = 0;
+        for (let i = 0; i < v.length; i++) dot += v[i]! * q.vector[i]!;
+        return { rowid, dot };
+      })
+      .sort((a, b) => b.dot - a.dot)
+      .slice(0, depth);
+    const fts = toFtsQuery(q.text);
+    const keyword = fts ? (q.containerTags ? this.s.fts.all(fts, JSON.stringify(tags)) : this.s.ftsAll.all(fts)).filter((r) => eligible.has(r.rowid)).slice(0, depth) : [];
+    const scores = new Map<number, number>();
+    dense.forEach((d, i) => scores.set(d.rowid, (scores.get(d.rowid) ?? 0) + 1 / (RRF_K + i + 1)));
+    keyword.forEach((k, i) => scores.set(k.rowid, (scores.get(k.rowid) ?? 0) + 1 / (RRF_K + i + 1)));
+    return [...scores]
+      .map(([rowid, s]) => ({ memory: eligible.get(rowid)!.m, score: Math.min(1, s / BEST_RRF) }))
+      .sort((a, b) => b.score - a.score || (a.memory.id < b.memory.id ? -1 : 1))
+      .slice(0, q.limit);
+  }
+
+  async digest(): Promise<string> {
+    const h = createHash('sha256');
+    for (const r of this.s.all.all()) h.update(r.record).update('\n');
+    for (const t of this.s.allTags.all()) h.update(`${t.tag}=${t.seq}\n`);
+    return h.digest('hex');
+  }
+
+  async ping(): Promise<void> {
+    this.db.prepare('SELECT 1').get();
+  }
+
+  async close(): Promise<void> {
+    if (this.db.open) this.db.close();
+  }
+}
