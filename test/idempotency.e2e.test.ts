@@ -279,7 +279,6 @@ describe('late ack: a handler slower than ack_wait', () => {
       consumer: 'extractor',
       log: silent,
       concurrency: 4,
-      ackWaitMs: ACK_WAIT,
       stage: 'extracting',
       keepAlive,
       handle: async (e, ctx) => {

@@ -58,6 +58,41 @@ describe('consumer runner over real JetStream', () => {
     expect(calls).toBe(1);
   });
 
+  it('a message waiting for a free slot is kept alive: nothing is redelivered while this worker lives', async () => {
+    // Ack wait 2 s, one slot, 2.5 s per message: the second waits 2.5 s for the slot. Had it been
+    // prefetched where the runner cannot keep it alive, the server would have redelivered it
+    // meanwhile, and it would run twice (deliveries 1, 1, 2).
+    const subs = [submittedEvent('queued 1'), submittedEvent('queued 2')];
+    const ids = new Set(subs.map((s) => s.documentId));
+    const seen: number[] = [];
+    let running = 0;
+    for (const e of subs) await publishEvent(bus, e);
+    const r = runConsumer({
+      bus,
+      consumer: 'extractor',
+      log,
+      concurrency: 1,
+      stage: 'extracting',
+      handle: async (e, ctx) => {
+        if (!ids.has(e.documentId)) return [];
+        seen.push(ctx.msg.deliveryCount);
+        running++;
+        await new Promise((res) => setTimeout(res, 2_500));
+        running--;
+        return [];
+      },
+    });
+    const deadline = Date.now() + 15_000;
+    for (;;) {
+      const info = await bus.jsm.consumers.info(STREAM_DOCS, 'extractor');
+      if (seen.length >= 2 && running === 0 && info.num_ack_pending === 0 && info.num_pending === 0) break;
+      if (Date.now() > deadline) throw new Error('timed out');
+      await new Promise((res) => setTimeout(res, 50));
+    }
+    await r.stop();
+    expect(seen).toEqual([1, 1]);
+  }, 20_000);
+
   it('a duplicate publish (same event id) is dropped by the server', async () => {
     const sub = submittedEvent('dup');
     const a = await publishEvent(bus, sub);

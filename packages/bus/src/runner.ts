@@ -35,13 +35,13 @@ export interface RunnerOptions {
   /** Only these event kinds are decoded and handled; others are acked unread (a consumer on doc.> that ignores bulky kinds). */
   kinds?: readonly EventKind[];
   maxDeliver?: number;
-  ackWaitMs?: number;
   /** Delay before the n-th redelivery (n counts from 1). */
   backoffMs?: (deliveryCount: number) => number;
   onOutcome?: (outcome: Outcome, event: DocumentEvent | null, ms: number) => void;
   /**
-   * Call working() while a handler runs (default true), so a job longer than ack_wait is not
-   * redelivered to another worker. Off only in tests that show what a late ack does.
+   * Keep every held message alive while its handler runs (default true; see pullLoop), so a job
+   * longer than ack_wait is not redelivered to another worker. Off only in tests that show what a
+   * late ack does.
    */
   keepAlive?: boolean;
 }
@@ -105,7 +105,6 @@ export function runConsumer(opts: RunnerOptions): RunningConsumer {
   const { bus, consumer: name, log } = opts;
   const policy = DEFAULT_POLICIES[name];
   const maxDeliver = opts.maxDeliver ?? policy.maxDeliver;
-  const ackWaitMs = opts.ackWaitMs ?? policy.ackWaitMs;
   const backoff = opts.backoffMs ?? defaultBackoff;
   const concurrency = Math.max(1, opts.concurrency ?? 4);
   /**
@@ -187,10 +186,6 @@ export function runConsumer(opts: RunnerOptions): RunningConsumer {
         await publishEvent(bus, e, { headers: trace });
       },
     };
-    // Keep the message ours while long work runs; a dead worker still loses it after ackWait.
-    // A third of ackWait: the floor must stay well under the shortest ack wait (1 s), or the
-    // server's deadline and our keep-alive race and a long job is redelivered anyway.
-    const keepAlive = opts.keepAlive === false ? undefined : setInterval(() => m.working(), Math.max(200, Math.floor(ackWaitMs / 3)));
     try {
       if (opts.skipStale) {
         const latest = await latestRevision(bus, event.documentId);
@@ -237,10 +232,8 @@ export function runConsumer(opts: RunnerOptions): RunningConsumer {
         m.nak(backoff(deliveryCount));
         return { outcome: 'retried', reason: errorMessage(e2), ...about };
       }
-    } finally {
-      if (keepAlive) clearInterval(keepAlive);
     }
   }
 
-  return pullLoop({ bus, stream: STREAM_DOCS, durable: CONSUMERS[name].durable, concurrency, log, handle: processOne });
+  return pullLoop({ bus, stream: STREAM_DOCS, durable: CONSUMERS[name].durable, concurrency, log, handle: processOne, ...(opts.keepAlive === false ? { keepAlive: false } : {}) });
 }

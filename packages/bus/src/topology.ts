@@ -16,8 +16,9 @@ import {
 
 /**
  * Delivery settings per consumer, chosen on purpose:
- * - ackWaitMs: how long a message may be held without an ack before the server redelivers it;
- *   runners call working() while a long job runs, so this bounds only a dead worker's hold.
+ * - ackWaitMs: how long a message may be held without an ack before the server redelivers it.
+ *   The pull loop keeps every message it holds alive (working() every ack_wait/5), so this bounds
+ *   only a dead worker's hold: 5 s, so a killed worker's documents move again within seconds.
  * - maxDeliver: the server stops redelivering after this many attempts; the runner fails the
  *   document as `exhausted` on the last one, so nothing is dropped silently.
  * - maxAckPending: the most unacked messages in flight across all replicas of the service.
@@ -28,14 +29,16 @@ export interface ConsumerPolicy {
   maxAckPending: number;
 }
 
+const ACK_WAIT_MS = 5_000;
+
 export const DEFAULT_POLICIES: Record<ConsumerName, ConsumerPolicy> = {
-  extractor: { ackWaitMs: 60_000, maxDeliver: 6, maxAckPending: 64 },
-  chunker: { ackWaitMs: 30_000, maxDeliver: 6, maxAckPending: 256 },
-  embedder: { ackWaitMs: 60_000, maxDeliver: 6, maxAckPending: 256 },
-  indexer: { ackWaitMs: 30_000, maxDeliver: 6, maxAckPending: 256 },
-  indexerMeta: { ackWaitMs: 30_000, maxDeliver: 6, maxAckPending: 256 },
-  projection: { ackWaitMs: 30_000, maxDeliver: 10, maxAckPending: 1024 },
-  notifier: { ackWaitMs: 30_000, maxDeliver: 10, maxAckPending: 1024 },
+  extractor: { ackWaitMs: ACK_WAIT_MS, maxDeliver: 6, maxAckPending: 64 },
+  chunker: { ackWaitMs: ACK_WAIT_MS, maxDeliver: 6, maxAckPending: 256 },
+  embedder: { ackWaitMs: ACK_WAIT_MS, maxDeliver: 6, maxAckPending: 256 },
+  indexer: { ackWaitMs: ACK_WAIT_MS, maxDeliver: 6, maxAckPending: 256 },
+  indexerMeta: { ackWaitMs: ACK_WAIT_MS, maxDeliver: 6, maxAckPending: 256 },
+  projection: { ackWaitMs: ACK_WAIT_MS, maxDeliver: 10, maxAckPending: 1024 },
+  notifier: { ackWaitMs: ACK_WAIT_MS, maxDeliver: 10, maxAckPending: 1024 },
 };
 
 export interface TopologyOptions {
@@ -142,7 +145,7 @@ export async function ensureWebhookTopology(jsm: JetStreamManager, opts: Topolog
       ack_policy: AckPolicy.Explicit,
       deliver_policy: DeliverPolicy.All,
       filter_subject: WEBHOOK_DELIVERY_SUBJECTS,
-      // A POST times out after 10 s; the runner also calls working() while one runs.
+      // A POST times out after 10 s; the pull loop also calls working() while one runs.
       ack_wait: 60_000 * 1_000_000,
       max_deliver: -1,
       max_ack_pending: 20_000,

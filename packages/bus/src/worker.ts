@@ -159,7 +159,6 @@ export async function startWorker(opts: WorkerOptions): Promise<void> {
       log,
       handle,
       concurrency: opts.concurrency,
-      ...(opts.ackWaitMs ? { ackWaitMs: opts.ackWaitMs } : {}),
       ...(opts.stage ? { stage: opts.stage } : {}),
       ...(opts.skipStale !== undefined ? { skipStale: opts.skipStale } : {}),
       ...(opts.kinds ? { kinds: opts.kinds } : {}),

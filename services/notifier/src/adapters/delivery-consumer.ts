@@ -73,7 +73,6 @@ export function runDeliveries(opts: DeliveryRunnerOptions): { stop(): Promise<vo
       return;
     }
     const mlog = log.child({ webhookId: job.webhookId, eventId: job.event.id, type: job.event.type, documentId: job.event.documentId, attempt });
-    const keepAlive = setInterval(() => m.working(), 10_000);
     try {
       const out = await opts.handle(job, attempt);
       if (out.action === 'ack') {
@@ -90,8 +89,6 @@ export function runDeliveries(opts: DeliveryRunnerOptions): { stop(): Promise<vo
       mlog.warn({ err: errorMessage(err) }, 'delivery attempt could not be completed: retrying');
       m.nak(Math.min(30_000, 1_000 * attempt));
       opts.onOutcome?.('error', performance.now() - started);
-    } finally {
-      clearInterval(keepAlive);
     }
   }
 
