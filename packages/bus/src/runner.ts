@@ -32,7 +32,7 @@ export interface RunnerOptions {
   stage?: Stage;
   /** Drop events of a revision older than the newest submitted one, or of a deleted document. */
   skipStale?: boolean;
-  /** Only these event kinds are decoded and handled; others are acked unread (a consumer on doc.> that ignores bulky kinds). */
+  /** Only these event kinds are decoded and handled; others are acked unread. Default: the kinds the pipeline table says the consumer reads. */
   kinds?: readonly EventKind[];
   maxDeliver?: number;
   /** Delay before the n-th redelivery (n counts from 1). */
@@ -107,6 +107,7 @@ export function runConsumer(opts: RunnerOptions): RunningConsumer {
   const maxDeliver = opts.maxDeliver ?? policy.maxDeliver;
   const backoff = opts.backoffMs ?? defaultBackoff;
   const concurrency = Math.max(1, opts.concurrency ?? 4);
+  const kinds = opts.kinds ?? CONSUMERS[name].kinds;
   /**
    * Failure signatures per stream sequence, of the deliveries this process saw, to tell poison
    * from exhausted on the last one. In memory: with replicas or after a restart a process sees
@@ -138,7 +139,7 @@ export function runConsumer(opts: RunnerOptions): RunningConsumer {
   async function processOne(m: JsMsg): Promise<void> {
     const started = performance.now();
     const [, documentId = 'unknown', kind = 'unknown'] = m.subject.split('.');
-    if (opts.kinds && !opts.kinds.includes(kind as EventKind)) {
+    if (!kinds.includes(kind as EventKind)) {
       await m.ackAck();
       return;
     }

@@ -11,35 +11,15 @@ import {
   STREAM_WEBHOOK_DELIVERIES,
   WEBHOOK_DELIVERY_CONSUMER,
   WEBHOOK_DELIVERY_SUBJECTS,
+  CONSUMER_NAMES,
   type ConsumerName,
+  type ConsumerPolicy,
 } from '@memstream/contracts';
 
-/**
- * Delivery settings per consumer, chosen on purpose:
- * - ackWaitMs: how long a message may be held without an ack before the server redelivers it.
- *   The pull loop keeps every message it holds alive (working() every ack_wait/5), so this bounds
- *   only a dead worker's hold: 5 s, so a killed worker's documents move again within seconds.
- * - maxDeliver: the server stops redelivering after this many attempts; the runner fails the
- *   document as `exhausted` on the last one, so nothing is dropped silently.
- * - maxAckPending: the most unacked messages in flight across all replicas of the service.
- */
-export interface ConsumerPolicy {
-  ackWaitMs: number;
-  maxDeliver: number;
-  maxAckPending: number;
-}
+export type { ConsumerPolicy } from '@memstream/contracts';
 
-const ACK_WAIT_MS = 5_000;
-
-export const DEFAULT_POLICIES: Record<ConsumerName, ConsumerPolicy> = {
-  extractor: { ackWaitMs: ACK_WAIT_MS, maxDeliver: 6, maxAckPending: 64 },
-  chunker: { ackWaitMs: ACK_WAIT_MS, maxDeliver: 6, maxAckPending: 256 },
-  embedder: { ackWaitMs: ACK_WAIT_MS, maxDeliver: 6, maxAckPending: 256 },
-  indexer: { ackWaitMs: ACK_WAIT_MS, maxDeliver: 6, maxAckPending: 256 },
-  indexerMeta: { ackWaitMs: ACK_WAIT_MS, maxDeliver: 6, maxAckPending: 256 },
-  projection: { ackWaitMs: ACK_WAIT_MS, maxDeliver: 10, maxAckPending: 1024 },
-  notifier: { ackWaitMs: ACK_WAIT_MS, maxDeliver: 10, maxAckPending: 1024 },
-};
+/** Each consumer's delivery settings, from the pipeline table (packages/contracts/src/pipeline.ts). */
+export const DEFAULT_POLICIES = Object.fromEntries(CONSUMER_NAMES.map((n) => [n, CONSUMERS[n].policy])) as Record<ConsumerName, ConsumerPolicy>;
 
 export interface TopologyOptions {
   /** JetStream replicas of each stream: 1 on one machine, 3 in a production cluster. */
@@ -99,7 +79,7 @@ export async function ensureTopology(jsm: JetStreamManager, opts: TopologyOption
     retention: RetentionPolicy.Limits,
     num_replicas: opts.replicas ?? storageReplicas(),
   });
-  for (const name of Object.keys(CONSUMERS) as ConsumerName[]) {
+  for (const name of CONSUMER_NAMES) {
     await ensureConsumer(jsm, name, { ...DEFAULT_POLICIES[name], ...(opts.ackWaitMs ? { ackWaitMs: opts.ackWaitMs } : {}) });
   }
   await ensureWebhookTopology(jsm, opts);
@@ -169,7 +149,7 @@ export async function ensureConsumer(jsm: JetStreamManager, name: ConsumerName, 
     durable_name: durable,
     ack_policy: AckPolicy.Explicit,
     // The notifier announces what happens from now on, never the history already in the log.
-    deliver_policy: 'startAt' in CONSUMERS[name] ? DeliverPolicy.New : DeliverPolicy.All,
+    deliver_policy: CONSUMERS[name].startAt === 'new' ? DeliverPolicy.New : DeliverPolicy.All,
     filter_subject: filter,
     ack_wait: policy.ackWaitMs * 1_000_000,
     max_deliver: policy.maxDeliver,

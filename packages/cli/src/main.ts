@@ -4,6 +4,7 @@ import { randomBytes } from 'node:crypto';
 import { pino } from 'pino';
 import { build as prettyStream } from 'pino-pretty';
 import { connectBus, ensureTopology } from '@memstream/bus';
+import { STOP_ORDER } from '@memstream/contracts';
 import { createLogger, errorMessage } from '@memstream/kit';
 import { openDocumentViews, SqliteDocumentViews, MongoDocumentViews, type DocumentViews } from '@memstream/views';
 import { loadConfig, type Config } from './config.js';
@@ -112,8 +113,7 @@ async function up(config: Config): Promise<void> {
   const stopAll = async () => {
     stopping = true;
     // Gateway first (stop accepting), then the stages, then the projection, then the broker.
-    const order: ServiceName[] = ['gateway', 'extractor', 'chunker', 'embedder', 'indexer', 'notifier', 'projection'];
-    for (const name of order) {
+    for (const name of STOP_ORDER) {
       const p = procs.get(name);
       if (p) await stopProcess(p.child);
     }

@@ -1,11 +1,13 @@
 import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
+import { SERVICE_NAMES } from '@memstream/contracts';
 
 /** The repository root (this file is packages/cli/src/stack.ts). */
 export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
 
-export const SERVICES = ['projection', 'extractor', 'chunker', 'embedder', 'indexer', 'notifier', 'gateway'] as const;
+/** The services in start order, from the pipeline table (packages/contracts/src/pipeline.ts). */
+export const SERVICES = SERVICE_NAMES;
 export type ServiceName = (typeof SERVICES)[number];
 
 export interface ServiceProcess {

@@ -1,7 +1,9 @@
 import { z } from 'zod';
+import { PIPELINE, STAGE_STATUSES, type PipelineRow, type StageStatus } from './pipeline.js';
 
-export const DOCUMENT_STATUSES = ['queued', 'extracting', 'chunking', 'embedding', 'done', 'failed'] as const;
-export const DocumentStatus = z.enum(DOCUMENT_STATUSES);
+/** queued, the status each stage announces (pipeline.ts), then the two terminal ones: the order a document moves in. */
+export const DOCUMENT_STATUSES = ['queued', ...STAGE_STATUSES, 'done', 'failed'] as unknown as readonly ['queued', ...StageStatus[], 'done', 'failed'];
+export const DocumentStatus = z.enum(DOCUMENT_STATUSES as readonly ['queued' | StageStatus | 'done' | 'failed', ...Array<'queued' | StageStatus | 'done' | 'failed'>]);
 export type DocumentStatus = z.infer<typeof DocumentStatus>;
 
 /** The spec's file-type override values. */
@@ -26,7 +28,8 @@ export const DOCUMENT_TYPES = [...FILE_TYPES, 'audio', 'github_markdown'] as con
 export const DocumentType = z.enum(DOCUMENT_TYPES);
 export type DocumentType = z.infer<typeof DocumentType>;
 
-export const STAGES = ['extracting', 'chunking', 'embedding', 'indexing'] as const;
+/** What a failure is blamed on: one per pipeline stage (pipeline.ts). */
+export const STAGES = PIPELINE.map((r) => r.stage) as unknown as readonly [PipelineRow['stage'], ...PipelineRow['stage'][]];
 export const Stage = z.enum(STAGES);
 export type Stage = z.infer<typeof Stage>;
 

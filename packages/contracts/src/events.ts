@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { ContainerTag, DocumentType, FailureClass, FileType, Metadata, Stage } from './common.js';
 import type { EventKind } from './names.js';
+import { REDRIVE_ORDER, STAGE_STATUSES, type RedriveName, type StageStatus } from './pipeline.js';
 
 /**
  * Document events. Each type is versioned: a breaking change is a new `.vN` with an upcaster,
@@ -22,7 +23,7 @@ export const SubmittedInput = z.discriminatedUnion('kind', [
 export type SubmittedInput = z.infer<typeof SubmittedInput>;
 
 /** The pipeline stages a re-drive may start from (`memstream replay redrive --from`). */
-export const RedriveStage = z.enum(['extract', 'chunk', 'embed', 'index']);
+export const RedriveStage = z.enum(REDRIVE_ORDER as unknown as readonly [RedriveName, ...RedriveName[]]);
 export type RedriveStage = z.infer<typeof RedriveStage>;
 
 /**
@@ -54,7 +55,7 @@ export const DocumentSubmittedData = z.object({
 });
 export type DocumentSubmittedData = z.infer<typeof DocumentSubmittedData>;
 
-export const StageStartedData = z.object({ stage: z.enum(['extracting', 'chunking', 'embedding']) });
+export const StageStartedData = z.object({ stage: z.enum(STAGE_STATUSES as unknown as readonly [StageStatus, ...StageStatus[]]) });
 
 export const ExtractedData = z.object({
   title: z.string().nullable(),

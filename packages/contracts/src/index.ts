@@ -1,4 +1,5 @@
 export * from './names.js';
+export * from './pipeline.js';
 export * from './common.js';
 export * from './events.js';
 export * from './http.js';

@@ -29,19 +29,7 @@ export function deadLetterSubject(consumer: string, documentId: string): string 
   return `dead.${consumer}.${documentId}`;
 }
 
-/** One durable pull consumer per service; replicas of a service share it (work-queue style). */
-export const CONSUMERS = {
-  extractor: { durable: 'extractor', filter: 'doc.*.submitted' },
-  chunker: { durable: 'chunker', filter: 'doc.*.extracted' },
-  embedder: { durable: 'embedder', filter: 'doc.*.chunked' },
-  indexer: { durable: 'indexer', filter: 'doc.*.embedded' },
-  /** nats-server 2.9 allows one filter subject per consumer: the indexer's second consumer follows tag and metadata changes. */
-  indexerMeta: { durable: 'indexer-meta', filter: 'doc.*.metadata-updated' },
-  projection: { durable: 'projection', filter: 'doc.>' },
-  /** Lifecycle transitions for webhooks and SSE. Starts at the end of the log: history is never announced. */
-  notifier: { durable: 'notifier', filter: 'doc.>', startAt: 'new' },
-} as const;
-export type ConsumerName = keyof typeof CONSUMERS;
+/** The durable consumers (CONSUMERS, ConsumerName) are derived from the pipeline table in pipeline.ts. */
 
 /** Events over this many bytes of JSON travel by claim check through the Object Store. */
 export const CLAIM_CHECK_BYTES = 256 * 1024;

@@ -1,12 +1,12 @@
 import { z } from 'zod';
-import { ContainerTag, FailureClass, Stage } from './common.js';
+import { ContainerTag, DOCUMENT_STATUSES, FailureClass, Stage, type DocumentStatus } from './common.js';
 import type { DocumentEvent } from './events.js';
 
 /**
  * Outbound lifecycle events: what webhooks and GET /v3/events carry. A transition is a change of
  * a document's status as its owner sees it; metadata-only updates are not transitions.
  */
-export const LIFECYCLE_TRANSITIONS = ['queued', 'extracting', 'chunking', 'embedding', 'done', 'failed', 'deleted'] as const;
+export const LIFECYCLE_TRANSITIONS = [...DOCUMENT_STATUSES, 'deleted'] as unknown as readonly [DocumentStatus | 'deleted', ...Array<DocumentStatus | 'deleted'>];
 export const LifecycleTransition = z.enum(LIFECYCLE_TRANSITIONS);
 export type LifecycleTransition = z.infer<typeof LifecycleTransition>;
 

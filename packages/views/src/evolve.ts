@@ -1,7 +1,8 @@
-import type { DocumentEvent, DocumentStatus, DocumentType } from '@memstream/contracts';
+import { DOCUMENT_STATUSES, type DocumentEvent, type DocumentStatus, type DocumentType } from '@memstream/contracts';
 import type { DocumentView } from './port.js';
 
-const RANK: Record<DocumentStatus, number> = { queued: 0, extracting: 1, chunking: 2, embedding: 3, done: 4, failed: 4 };
+/** How far a status is along the pipeline (DOCUMENT_STATUSES is in pipeline order); done and failed are both the end. */
+const RANK = Object.fromEntries(DOCUMENT_STATUSES.map((s, i) => [s, s === 'failed' ? DOCUMENT_STATUSES.indexOf('done') : i])) as Record<DocumentStatus, number>;
 
 function isTerminal(s: DocumentStatus): boolean {
   return s === 'done' || s === 'failed';

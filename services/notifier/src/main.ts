@@ -26,8 +26,7 @@ await startWorker({
   natsUrl: config.NATS_URL,
   ackWaitMs: config.MEMSTREAM_ACK_WAIT_MS,
   concurrency: config.NOTIFIER_CONCURRENCY,
-  // The transitions and the tag changes; chunked and embedded (every chunk's vector) are acked unread.
-  kinds: ['submitted', 'stage-started', 'indexed', 'failed', 'deleted', 'metadata-updated'],
+  // The kinds it decodes are READERS.notifier.reads (packages/contracts/src/pipeline.ts): the transitions and the tag changes.
   log,
   setup: async (bus) => {
     const buckets = await openBuckets(bus);

@@ -20,10 +20,8 @@ await startWorker({
   // Several at once: the compare-and-set makes concurrent writes to one document safe, and the
   // reducer gives the same view whatever order one document's events arrive in.
   concurrency: config.PROJECTION_CONCURRENCY,
-  // chunked and embedded carry every chunk's text and vector but change nothing in the view:
-  // acked unread rather than decoded and validated for nothing.
-  kinds: ['submitted', 'stage-started', 'extracted', 'indexed', 'failed', 'metadata-updated', 'deleted'],
-
+  // The kinds it decodes are READERS.projection.reads (packages/contracts/src/pipeline.ts); the
+  // rest (chunked and embedded, every chunk's text and vector) are acked unread.
   log,
   setup: async (bus) => {
     mkdirSync(config.MEMSTREAM_DATA_DIR, { recursive: true });

@@ -5,6 +5,7 @@ import {
   BulkDeleteRequest,
   CUSTOM_ID_PATTERN,
   DOCUMENT_ID_PATTERN,
+  IN_PROGRESS_STATUSES,
   ListDocumentsRequest,
   UpdateDocumentRequest,
   type BatchAddResponse,
@@ -497,7 +498,7 @@ export async function listDocuments(ports: GatewayPorts, body: unknown, scope: T
 
 /** GET /v3/documents/processing: every document not yet done or failed, oldest first. */
 export async function listProcessing(ports: GatewayPorts, scope: TagScope = null): Promise<ProcessingResponse> {
-  const { items, total } = await ports.views.list({ ...(scope !== null ? { containerTags: [...scope] } : {}), statuses: ['queued', 'extracting', 'chunking', 'embedding'], sort: 'createdAt', order: 'asc', limit: 1000, offset: 0 });
+  const { items, total } = await ports.views.list({ ...(scope !== null ? { containerTags: [...scope] } : {}), statuses: IN_PROGRESS_STATUSES, sort: 'createdAt', order: 'asc', limit: 1000, offset: 0 });
   return {
     documents: items.map((v) => {
       const { id, customId, title, type, status, metadata, containerTags, createdAt, updatedAt } = toDocumentResponse(v);

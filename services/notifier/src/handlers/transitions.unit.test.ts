@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
-import { follow, recordingContext, submittedEvent } from '@memstream/bus';
-import type { DocumentEvent, LifecycleEvent, Webhook, WebhookDeliveryJob } from '@memstream/contracts';
+import { follow, recordingContext, sampleEvents, submittedEvent } from '@memstream/bus';
+import { EVENT_KIND_OF, READERS, type DocumentEvent, type LifecycleEvent, type Webhook, type WebhookDeliveryJob } from '@memstream/contracts';
 import { createTransitionHandler, mergeNote, webhookMatches, type DocNote, type DocNotes } from './transitions.js';
 
 /** The notifier's ports in memory: notes in a Map, the log as a Map, LIFECYCLE and the queue as arrays. */
@@ -178,5 +178,20 @@ describe('document events → lifecycle transitions', () => {
     setTimeout(release, 20);
     await Promise.all([a, b]);
     expect(w.lifecycle.map((l) => l.event.status)).toEqual(['queued', 'extracting']);
+  });
+});
+
+// The notifier decodes only READERS.notifier.reads; a kind it skips must be one it would have
+// done nothing with: no transition, no note, nothing queued.
+describe('the kinds the notifier reads', () => {
+  it('does nothing with a kind it skips, and something with every kind it reads', async () => {
+    const sub = submittedEvent('hello', { data: { containerTags: ['team'], customId: 'c1' } });
+    for (const event of Object.values(sampleEvents(sub)) as DocumentEvent[]) {
+      const w = world([hook()]);
+      w.log.set(sub.documentId, mergeNote(null, { customId: 'c1', containerTags: ['team'], tagsVersion: 0, revision: sub.revision }));
+      await w.run(event);
+      const acted = w.lifecycle.length > 0 || w.queue.length > 0 || w.notes.size > 0;
+      expect(acted, `${event.type}: acted ${acted}, read ${READERS.notifier.reads[EVENT_KIND_OF[event.type]]}`).toBe(READERS.notifier.reads[EVENT_KIND_OF[event.type]]);
+    }
   });
 });

@@ -1,4 +1,4 @@
-import type { DocumentEvent, EventKind } from '@memstream/contracts';
+import { IN_PROGRESS_STATUSES, stageOfStatus, waitingOn, type DocumentEvent, type EventKind, type Stage } from '@memstream/contracts';
 import { newId } from '@memstream/kit';
 import type { DocumentView, DocumentViews } from '@memstream/views';
 
@@ -16,14 +16,6 @@ export interface StallPolicy {
   /** Re-drives per document before it is failed as exhausted. */
   maxRedrives: number;
 }
-
-/** The event that starts the stage a document is waiting on. */
-const WAITING_ON: Record<string, EventKind[]> = {
-  queued: ['submitted'],
-  extracting: ['extracted', 'submitted'],
-  chunking: ['chunked', 'extracted'],
-  embedding: ['embedded', 'chunked'],
-};
 
 /**
  * Finds documents stuck in a non-terminal status past the lease and re-drives them: the event
@@ -54,7 +46,7 @@ export function createStallDetector(ports: StallPorts, policy: StallPolicy) {
         correlationId: cause.correlationId,
         causationId: cause.id,
         data: {
-          stage: v.status === 'queued' ? 'extracting' : (v.status as 'extracting' | 'chunking' | 'embedding'),
+          stage: stageOfStatus(v.status) as Stage,
           reason: `stalled: no progress in ${v.status} after ${state.count} re-drives ${Math.round(policy.leaseMs / 1000)} s apart`,
           class: 'exhausted',
         },
@@ -62,7 +54,8 @@ export function createStallDetector(ports: StallPorts, policy: StallPolicy) {
       redrives.delete(v.id);
       return 'failed';
     }
-    for (const kind of WAITING_ON[v.status] ?? []) {
+    // What the document waits on comes from the pipeline table: its stage's input, or the next one's.
+    for (const kind of waitingOn(v.status)) {
       const e = await ports.lastEvent(v.id, kind);
       if (!e || e.revision !== v.revision) continue;
       await ports.publish({ ...e, id: `${e.id.slice(0, 100)}.r${state.count + 1}`, occurredAt: ports.now().toISOString() });
@@ -77,7 +70,7 @@ export function createStallDetector(ports: StallPorts, policy: StallPolicy) {
     /** Scan once: the oldest non-terminal documents first. */
     async scan(): Promise<{ stalled: number; redriven: number; failed: number }> {
       const cutoff = new Date(ports.now().getTime() - policy.leaseMs).toISOString();
-      const { items } = await ports.views.list({ statuses: ['queued', 'extracting', 'chunking', 'embedding'], sort: 'updatedAt', order: 'asc', limit: 200, offset: 0 });
+      const { items } = await ports.views.list({ statuses: IN_PROGRESS_STATUSES, sort: 'updatedAt', order: 'asc', limit: 200, offset: 0 });
       const stalled = items.filter((v) => v.updatedAt < cutoff);
       let redriven = 0;
       let failed = 0;

@@ -1,0 +1,238 @@
+import type { EventKind } from './names.js';
+
+/**
+ * The pipeline as data. Every stage of a document, in order, and every other consumer of the
+ * document log. Consumer names and policies, statuses and their order, the re-drive order, what a
+ * stalled document waits on, which kinds each reader decodes and the launcher's services are all
+ * derived from these two tables (see docs/pipeline.md, "Adding a stage").
+ */
+
+/**
+ * Delivery settings of a durable consumer, chosen on purpose:
+ * - ackWaitMs: how long a message may be held without an ack before the server redelivers it.
+ *   The pull loop keeps every message it holds alive (working() every ack_wait/5), so this bounds
+ *   only a dead worker's hold: 5 s, so a killed worker's documents move again within seconds.
+ * - maxDeliver: the server stops redelivering after this many attempts; the runner fails the
+ *   document as `exhausted` on the last one, so nothing is dropped silently.
+ * - maxAckPending: the most unacked messages in flight across all replicas of the service.
+ */
+export interface ConsumerPolicy {
+  ackWaitMs: number;
+  maxDeliver: number;
+  maxAckPending: number;
+}
+
+const ACK_WAIT_MS = 5_000;
+
+/** One stage: a service that consumes one event kind and emits the next. */
+export interface StageRow {
+  /** What a failure is blamed on (`document.failed.v1` data.stage, the API's error.stage). */
+  stage: string;
+  /** The service folder (services/<service>) and its durable consumer's name. */
+  service: string;
+  consumes: EventKind;
+  emits: EventKind;
+  /**
+   * The document's status while this stage works (announced by `stage-started`), or null when
+   * the stage announces none and the document keeps the status of the stage before it.
+   */
+  status: string | null;
+  /** `memstream replay redrive --from <redrive>` starts here; the stages before it re-emit their earlier output. */
+  redrive: string;
+  /** The document is `done` once this stage's event is in the log. Exactly one row says so. */
+  completes?: true;
+  policy: ConsumerPolicy;
+}
+
+export const PIPELINE = [
+  {
+    stage: 'extracting',
+    service: 'extractor',
+    consumes: 'submitted',
+    emits: 'extracted',
+    status: 'extracting',
+    redrive: 'extract',
+    policy: { ackWaitMs: ACK_WAIT_MS, maxDeliver: 6, maxAckPending: 64 },
+  },
+  {
+    stage: 'chunking',
+    service: 'chunker',
+    consumes: 'extracted',
+    emits: 'chunked',
+    status: 'chunking',
+    redrive: 'chunk',
+    policy: { ackWaitMs: ACK_WAIT_MS, maxDeliver: 6, maxAckPending: 256 },
+  },
+  {
+    stage: 'embedding',
+    service: 'embedder',
+    consumes: 'chunked',
+    emits: 'embedded',
+    status: 'embedding',
+    redrive: 'embed',
+    policy: { ackWaitMs: ACK_WAIT_MS, maxDeliver: 6, maxAckPending: 256 },
+  },
+  {
+    stage: 'indexing',
+    service: 'indexer',
+    consumes: 'embedded',
+    emits: 'indexed',
+    status: null,
+    redrive: 'index',
+    completes: true,
+    policy: { ackWaitMs: ACK_WAIT_MS, maxDeliver: 6, maxAckPending: 256 },
+  },
+] as const satisfies readonly StageRow[];
+
+export type PipelineRow = (typeof PIPELINE)[number];
+
+/** A consumer of the log that is not a stage: it reads some kinds and emits no next stage. */
+export interface ReaderRow {
+  /** The durable consumer's name. */
+  durable: string;
+  /** The service that runs it. */
+  service: string;
+  /**
+   * Every event kind, and whether this reader decodes it. Exhaustive on purpose: a new kind does
+   * not compile until every reader says whether it reads it, and the reader's tests check that a
+   * kind it skips would not have changed its state (services/<service>: "reads every kind it must").
+   */
+  reads: Record<EventKind, boolean>;
+  /** 'new': starts at the end of the log (history is never announced). Default: the whole log. */
+  startAt?: 'new';
+  policy: ConsumerPolicy;
+}
+
+export const READERS = {
+  /** The document view. chunked and embedded carry every chunk's text and vector but change nothing in the view. */
+  projection: {
+    durable: 'projection',
+    service: 'projection',
+    reads: { submitted: true, 'stage-started': true, extracted: true, chunked: false, embedded: false, indexed: true, failed: true, 'metadata-updated': true, deleted: true },
+    policy: { ackWaitMs: ACK_WAIT_MS, maxDeliver: 10, maxAckPending: 1024 },
+  },
+  /** The indexer's second consumer: tag and metadata changes of indexed chunks. */
+  indexerMeta: {
+    durable: 'indexer-meta',
+    service: 'indexer',
+    reads: { submitted: false, 'stage-started': false, extracted: false, chunked: false, embedded: false, indexed: false, failed: false, 'metadata-updated': true, deleted: false },
+    policy: { ackWaitMs: ACK_WAIT_MS, maxDeliver: 6, maxAckPending: 256 },
+  },
+  /** Lifecycle transitions for webhooks and SSE: the transitions and the tag changes. */
+  notifier: {
+    durable: 'notifier',
+    service: 'notifier',
+    reads: { submitted: true, 'stage-started': true, extracted: false, chunked: false, embedded: false, indexed: true, failed: true, 'metadata-updated': true, deleted: true },
+    startAt: 'new',
+    policy: { ackWaitMs: ACK_WAIT_MS, maxDeliver: 10, maxAckPending: 1024 },
+  },
+} as const satisfies Record<string, ReaderRow>;
+
+export type ReaderName = keyof typeof READERS;
+export type StageService = PipelineRow['service'];
+export type ConsumerName = StageService | ReaderName;
+
+/** The kinds a reader decodes, in EVENT_KINDS order. */
+export function kindsRead(reader: ReaderName): EventKind[] {
+  return (Object.entries(READERS[reader].reads) as Array<[EventKind, boolean]>).filter(([, r]) => r).map(([k]) => k);
+}
+
+/** The stage row of a service. */
+export function stageOf<S extends StageService>(service: S): Extract<PipelineRow, { service: S }> {
+  return PIPELINE.find((r) => r.service === service) as Extract<PipelineRow, { service: S }>;
+}
+
+/** Whether a consumer is a pipeline stage (rather than a reader). */
+export function isStage(name: ConsumerName): name is StageService {
+  return PIPELINE.some((r) => r.service === name);
+}
+
+/**
+ * One durable pull consumer per stage and per reader; replicas of a service share it
+ * (work-queue style). A consumer of one kind filters on it (nats-server 2.9 allows one filter
+ * subject per consumer); one of several kinds takes doc.> and skips the others unread.
+ */
+export interface ConsumerSpec {
+  durable: string;
+  filter: string;
+  policy: ConsumerPolicy;
+  startAt?: 'new';
+  /** The kinds the consumer decodes; others are acked unread. */
+  kinds: readonly EventKind[];
+}
+
+function readerSpec(name: ReaderName): ConsumerSpec {
+  const r: ReaderRow = READERS[name];
+  const kinds = kindsRead(name);
+  return {
+    durable: r.durable,
+    filter: kinds.length === 1 ? `doc.*.${kinds[0]}` : 'doc.>',
+    policy: r.policy,
+    kinds,
+    ...(r.startAt ? { startAt: r.startAt } : {}),
+  };
+}
+
+export const CONSUMERS = Object.fromEntries([
+  ...PIPELINE.map((r): [string, ConsumerSpec] => [r.service, { durable: r.service, filter: `doc.*.${r.consumes}`, policy: r.policy, kinds: [r.consumes] }]),
+  ...(Object.keys(READERS) as ReaderName[]).map((n): [string, ConsumerSpec] => [n, readerSpec(n)]),
+]) as Record<ConsumerName, ConsumerSpec>;
+
+export const CONSUMER_NAMES = Object.keys(CONSUMERS) as ConsumerName[];
+
+type StatusOf<R> = R extends { status: infer S } ? (S extends string ? S : never) : never;
+/** The statuses a stage announces, in pipeline order. */
+export type StageStatus = StatusOf<PipelineRow>;
+export const STAGE_STATUSES = PIPELINE.flatMap((r) => (r.status === null ? [] : [r.status])) as StageStatus[];
+
+/** The statuses of a document still in the pipeline, in order. */
+export const IN_PROGRESS_STATUSES = ['queued', ...STAGE_STATUSES] as Array<'queued' | StageStatus>;
+
+/**
+ * What a document in `status` waits on, most advanced first: the events the stalled-document
+ * detector publishes again (the first one of the document's revision that is in the log). A
+ * status covers the stage that announced it, the stages after it that announce none, and the
+ * input of the next stage that announces one (published before that stage started).
+ */
+export function waitingOn(status: string): EventKind[] {
+  const at = status === 'queued' ? -1 : PIPELINE.findIndex((r) => r.status === status);
+  if (at < 0 && status !== 'queued') return [];
+  const kinds: EventKind[] = at >= 0 ? [PIPELINE[at]!.consumes] : [];
+  for (let i = at + 1; i < PIPELINE.length; i++) {
+    const row: StageRow = PIPELINE[i]!;
+    kinds.push(row.consumes);
+    // Past a stage that announces its own status, or the one that makes the document done, the
+    // document would no longer be in `status`.
+    if (row.status !== null || row.completes) break;
+  }
+  return kinds.reverse();
+}
+
+/** The stage a stalled document in `status` is failed at. */
+export function stageOfStatus(status: string): PipelineRow['stage'] | null {
+  if (status === 'queued') return PIPELINE[0].stage;
+  return PIPELINE.find((r) => r.status === status)?.stage ?? null;
+}
+
+/** The event kind whose arrival makes the document `done`. */
+export const COMPLETING_KIND: EventKind = PIPELINE.find((r: StageRow) => r.completes)!.emits;
+
+/** Re-drive names in pipeline order. */
+export type RedriveName = PipelineRow['redrive'];
+export const REDRIVE_ORDER = PIPELINE.map((r) => r.redrive) as RedriveName[];
+
+/**
+ * Whether a re-drive from `from` recomputes the stage of `service`: the stages before `from`
+ * re-emit what they emitted for the re-driven revision instead.
+ */
+export function recomputes(service: StageService, from: RedriveName): boolean {
+  return PIPELINE.findIndex((r) => r.service === service) >= REDRIVE_ORDER.indexOf(from);
+}
+
+/** The services `./memstream up` starts, in start order: readers that build state first, the stages, then the gateway (last, so it answers only when all are up). */
+export const SERVICE_NAMES = [...new Set<string>(['projection', ...PIPELINE.map((r) => r.service), ...Object.values(READERS).map((r) => r.service), 'gateway'])] as Array<
+  StageService | (typeof READERS)[ReaderName]['service'] | 'gateway'
+>;
+
+/** Stop order: the gateway first (no new work), the stages in pipeline order, then the readers, the view last (it records what the others finished). */
+export const STOP_ORDER = ['gateway', ...PIPELINE.map((r) => r.service), ...SERVICE_NAMES.filter((s) => s !== 'gateway' && s !== 'projection' && !PIPELINE.some((r) => r.service === s)), 'projection'] as typeof SERVICE_NAMES;

@@ -1,0 +1,51 @@
+import { describe, expect, it } from 'vitest';
+import { CONSUMERS, DOCUMENT_STATUSES, IN_PROGRESS_STATUSES, LIFECYCLE_TRANSITIONS, PIPELINE, REDRIVE_ORDER, SERVICE_NAMES, STAGES, STOP_ORDER, recomputes, stageOfStatus, waitingOn } from './index.js';
+
+// What the table derives, pinned: a new row must change these on purpose (and the API's statuses
+// only with the spec).
+describe('the pipeline table', () => {
+  it('derives the statuses, their order and the failure stages', () => {
+    expect(DOCUMENT_STATUSES).toEqual(['queued', 'extracting', 'chunking', 'embedding', 'done', 'failed']);
+    expect(IN_PROGRESS_STATUSES).toEqual(['queued', 'extracting', 'chunking', 'embedding']);
+    expect(LIFECYCLE_TRANSITIONS).toEqual([...DOCUMENT_STATUSES, 'deleted']);
+    expect(STAGES).toEqual(['extracting', 'chunking', 'embedding', 'indexing']);
+  });
+
+  it('derives one durable consumer per stage on the kind it consumes, and one per reader', () => {
+    expect(Object.fromEntries(Object.entries(CONSUMERS).map(([k, c]) => [k, `${c.durable} ${c.filter}${c.startAt ? ' new' : ''}`]))).toEqual({
+      extractor: 'extractor doc.*.submitted',
+      chunker: 'chunker doc.*.extracted',
+      embedder: 'embedder doc.*.chunked',
+      indexer: 'indexer doc.*.embedded',
+      indexerMeta: 'indexer-meta doc.*.metadata-updated',
+      projection: 'projection doc.>',
+      notifier: 'notifier doc.> new',
+    });
+    for (const row of PIPELINE) expect(CONSUMERS[row.service].kinds).toEqual([row.consumes]);
+  });
+
+  it('chains: each stage consumes what the one before emits', () => {
+    for (let i = 1; i < PIPELINE.length; i++) expect(PIPELINE[i]!.consumes).toBe(PIPELINE[i - 1]!.emits);
+    expect(PIPELINE.filter((r) => 'completes' in r)).toHaveLength(1);
+  });
+
+  it('derives what a stalled document waits on, most advanced first, and where it fails', () => {
+    expect(waitingOn('queued')).toEqual(['submitted']);
+    expect(waitingOn('extracting')).toEqual(['extracted', 'submitted']);
+    expect(waitingOn('chunking')).toEqual(['chunked', 'extracted']);
+    expect(waitingOn('embedding')).toEqual(['embedded', 'chunked']);
+    expect(waitingOn('done')).toEqual([]);
+    expect(IN_PROGRESS_STATUSES.map(stageOfStatus)).toEqual(['extracting', 'extracting', 'chunking', 'embedding']);
+  });
+
+  it('derives the re-drive order: stages before --from re-emit, the rest recompute', () => {
+    expect(REDRIVE_ORDER).toEqual(['extract', 'chunk', 'embed', 'index']);
+    expect(PIPELINE.map((r) => recomputes(r.service, 'embed'))).toEqual([false, false, true, true]);
+    expect(PIPELINE.map((r) => recomputes(r.service, 'extract'))).toEqual([true, true, true, true]);
+  });
+
+  it("derives the launcher's services: start order and stop order", () => {
+    expect(SERVICE_NAMES).toEqual(['projection', 'extractor', 'chunker', 'embedder', 'indexer', 'notifier', 'gateway']);
+    expect(STOP_ORDER).toEqual(['gateway', 'extractor', 'chunker', 'embedder', 'indexer', 'notifier', 'projection']);
+  });
+});
