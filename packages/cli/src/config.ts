@@ -16,6 +16,8 @@ export const Config = z.object({
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   MEMSTREAM_ACK_WAIT_MS: z.coerce.number().int().min(1000).optional(),
   MEMSTREAM_STREAM_REPLICAS: commonEnv.MEMSTREAM_STREAM_REPLICAS,
+  /** `import` and `mcp`: the running memstream to talk to (default http://MEMSTREAM_HOST:MEMSTREAM_PORT). */
+  MEMSTREAM_URL: z.url().optional(),
   /** Where the user ran ./memstream from: relative paths are theirs, not the repo's. */
   MEMSTREAM_INVOKE_CWD: z.string().optional(),
 });

@@ -12,6 +12,7 @@ import { startNatsServer, type NatsServerHandle } from './nats-server.js';
 import { SERVICES, spawnService, stopProcess, type ServiceName, type ServiceProcess } from './stack.js';
 import { compareViews, progressBar, rebuildViews } from './replay.js';
 import { replayEmbed, replayIndex, replayRedrive, runningNatsUrl } from './replay-commands.js';
+import { importCommand } from './import/command.js';
 
 const USAGE = `memstream — a self-hostable content memory service
 
@@ -29,11 +30,14 @@ const USAGE = `memstream — a self-hostable content memory service
   ./memstream replay embed --model <hashed:DIM | openai:MODEL[:DIM] | onnx:DIR> [--dry-run] [--yes]
                                        embed every chunk with a new model into a shadow index, then
                                        switch search and new documents to it (memstream must be up)
+  ./memstream import PATH... [--tag T] [--metadata JSON] [--wait] [--concurrency N] [--url URL] [--key KEY]
+                                       send files, folders, .jsonl and .urls lists or URLs to a running
+                                       memstream, with progress; a second run sends only what changed
   ./memstream bench [ingest|search|retrieval|scaling|extract-pdf] [flags]
                                        benchmarks, each on a private stack or data (README: Benchmarks)
 
 Configuration (environment): MEMSTREAM_PORT (8787), MEMSTREAM_HOST (127.0.0.1), MEMSTREAM_API_KEY,
-MEMSTREAM_DATA_DIR (./.memstream), NATS_URL, MONGODB_URL, QDRANT_URL, LOG_LEVEL (info).`;
+MEMSTREAM_DATA_DIR (./.memstream), NATS_URL, MONGODB_URL, QDRANT_URL, LOG_LEVEL (info), MEMSTREAM_URL (import).`;
 
 function dataDir(config: Config): string {
   return path.resolve(config.MEMSTREAM_INVOKE_CWD ?? process.cwd(), config.MEMSTREAM_DATA_DIR);
@@ -239,6 +243,8 @@ async function main(argv: string[]): Promise<number> {
       return -1; // keeps running until a signal
     case 'replay':
       return replay(config, rest);
+    case 'import':
+      return importCommand(config, dataDir(config), rest);
     case undefined:
     case 'help':
     case '--help':
