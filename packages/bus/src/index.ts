@@ -8,3 +8,5 @@ export * from './worker.js';
 export * from './testing.js';
 export * from './rate-limit.js';
 export * from './embedding-config.js';
+// Services that read the log with their own ordered consumers name a start policy without depending on the client themselves.
+export { DeliverPolicy } from '@nats-io/jetstream';

@@ -174,8 +174,13 @@ export type BatchAddResponse = z.infer<typeof BatchAddResponse>;
 /** DELETE /v3/documents/bulk — by ids, by container tags, or by filepath. */
 export const BulkDeleteRequest = z
   .object({
-    ids: z.array(z.string().min(1).max(128)).max(1000, 'at most 1000 ids per request').optional(),
-    containerTags: z.array(ContainerTag).max(100).optional(),
+    // An empty list selects nothing rather than everything: refused, so a client bug cannot wipe a scope.
+    ids: z.array(z.string().min(1).max(128)).min(1, 'ids must not be empty').max(1000, 'at most 1000 ids per request').optional(),
+    containerTags: z
+      .array(ContainerTag)
+      .min(1, 'containerTags must not be empty (to delete a whole container tag, DELETE /v3/container-tags/{tag})')
+      .max(100)
+      .optional(),
     filepath: z.string().min(1).max(1024).optional(),
   })
   .strict()

@@ -9,3 +9,4 @@ export * from './search.js';
 export * from './embedding-config.js';
 export * from './webhooks.js';
 export * from './memory.js';
+export * from './container-tags.js';

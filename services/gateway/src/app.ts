@@ -19,6 +19,7 @@ import {
 import { documentTimeline } from './handlers/timeline.js';
 import { searchDocuments, searchMemories, type SearchPorts } from './handlers/search.js';
 import { webhookRoutes, type WebhookRouteOptions } from './http/webhooks.js';
+import { containerTagRoutes } from './http/container-tags.js';
 
 export interface AppOptions {
   ports: GatewayPorts;
@@ -116,6 +117,8 @@ export function createApp(opts: AppOptions): Express {
     log.info({ documentId: id }, 'document deleted');
     res.status(204).end();
   });
+
+  app.use(containerTagRoutes(ports, log));
 
   const search = opts.search;
   if (search) {

@@ -43,6 +43,9 @@ function fakePorts(views: SqliteDocumentViews) {
       async history() {
         return [];
       },
+      async unprojected() {
+        return [];
+      },
       async head(documentId) {
         calls.head++;
         return structuredClone(heads.get(documentId) ?? emptyHead());
@@ -88,6 +91,9 @@ function fakePorts(views: SqliteDocumentViews) {
         return null;
       },
       async set() {
+        calls.tagSet++;
+      },
+      async delete() {
         calls.tagSet++;
       },
     },
@@ -308,8 +314,8 @@ const patchValid = fc.record(
 const bulkValid = fc
   .record(
     {
-      ids: fc.array(fc.string({ unit: 'binary', minLength: 1, maxLength: 64 }).filter((s) => s.length <= 128), { maxLength: 6 }),
-      containerTags: fc.array(tagArb, { maxLength: 3 }),
+      ids: fc.array(fc.string({ unit: 'binary', minLength: 1, maxLength: 64 }).filter((s) => s.length <= 128), { minLength: 1, maxLength: 6 }),
+      containerTags: fc.array(tagArb, { minLength: 1, maxLength: 3 }),
       filepath: fc.string({ minLength: 1, maxLength: 100 }),
     },
     { requiredKeys: [] },

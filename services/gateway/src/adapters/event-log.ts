@@ -1,5 +1,5 @@
-import { decodeEvent, lastEvent, publishEvent, type Bus } from '@memstream/bus';
-import { STREAM_DOCS, type DocumentEvent, type DocumentSubmitted } from '@memstream/contracts';
+import { DeliverPolicy, decodeEvent, lastEvent, publishEvent, type Bus } from '@memstream/bus';
+import { CONSUMERS, STREAM_DOCS, type DocumentEvent, type DocumentSubmitted } from '@memstream/contracts';
 import type { DocumentHead, EventLog } from '../handlers/documents.js';
 
 /** The gateway's EventLog over JetStream: direct reads of a document's last events, validated publishes, purges. */
@@ -43,6 +43,36 @@ export function jetstreamEventLog(bus: Bus): EventLog {
         if (m.info.pending === 0 || out.length >= limit) break;
       }
       return out;
+    },
+    async unprojected() {
+      // Read the projection's floor before the stream's end: every event at or below the floor
+      // is in the view store, every one above it up to the end is read here.
+      let floor = 0;
+      try {
+        floor = (await bus.jsm.consumers.info(STREAM_DOCS, CONSUMERS.projection.durable)).ack_floor.stream_seq;
+      } catch {
+        // No projection consumer yet (a gateway started alone): nothing is projected, read it all.
+      }
+      const last = (await bus.jsm.streams.info(STREAM_DOCS)).state.last_seq;
+      const ids = new Set<string>();
+      if (last <= floor) return [];
+      // Headers only: the subject names the document and the event kind; bodies are not needed.
+      const c = await bus.js.consumers.get(STREAM_DOCS, { filter_subjects: 'doc.>', deliver_policy: DeliverPolicy.StartSequence, opt_start_seq: floor + 1, headers_only: true });
+      for (let done = false; !done; ) {
+        const batch = await c.fetch({ max_messages: 1000, expires: 2000 });
+        let got = 0;
+        for await (const m of batch) {
+          got++;
+          const [, documentId, kind] = m.subject.split('.');
+          if (documentId && (kind === 'submitted' || kind === 'metadata-updated')) ids.add(documentId);
+          if (m.seq >= last || m.info.pending === 0) {
+            done = true;
+            break;
+          }
+        }
+        if (got === 0) done = true;
+      }
+      return [...ids];
     },
     async purgeBefore(documentId, seq) {
       // Everything of the document below its tombstone; the tombstone stays so every consumer sees it.

@@ -19,5 +19,8 @@ export async function kvTagContexts(bus: Bus, replicas = storageReplicas()): Pro
     async set(tag, context) {
       await kv.put(key(tag), context);
     },
+    async delete(tag) {
+      await kv.delete(key(tag));
+    },
   };
 }

@@ -60,6 +60,11 @@ export interface EventLog {
   publish(event: DocumentEvent, opts?: { expectLastSeq?: number; headers?: Record<string, string> }): Promise<number>;
   /** Remove every event of a document below `seq` (its tombstone), so deletion is permanent in the log too. */
   purgeBefore(documentId: string, seq: number): Promise<number>;
+  /**
+   * Documents with a submission or a metadata update in the log that the view store may not have
+   * projected yet (every event after the projection's ack floor, up to the log's end now).
+   */
+  unprojected(): Promise<string[]>;
   /** Every event of a document still in the log, in order (at most `limit`). */
   history(documentId: string, limit?: number): Promise<Array<{ event: DocumentEvent; seq: number }>>;
 }
@@ -68,6 +73,8 @@ export interface EventLog {
 export interface TagContexts {
   get(tag: string): Promise<string | null>;
   set(tag: string, context: string): Promise<void>;
+  /** Forget the tag's context (the tag was deleted, or its context cleared). */
+  delete(tag: string): Promise<void>;
 }
 
 export interface GatewayPorts {
@@ -424,6 +431,79 @@ export async function deleteDocument(ports: GatewayPorts, idOrCustomId: string, 
   return id;
 }
 
+/** Which documents a delete by selector takes: those with any of `containerTags` (if given) and on `filepath` (if given). */
+export interface DeleteSelector {
+  containerTags?: string[];
+  /** Exact path, or a prefix when it ends with '/'. */
+  filepath?: string;
+}
+
+function matchesSelector(sel: DeleteSelector, tags: readonly string[], filepath: string | null): boolean {
+  if (sel.containerTags && !tags.some((t) => sel.containerTags!.includes(t))) return false;
+  if (sel.filepath !== undefined) {
+    if (filepath === null) return false;
+    if (sel.filepath.endsWith('/') ? !filepath.startsWith(sel.filepath) : filepath !== sel.filepath) return false;
+  }
+  return true;
+}
+
+/** A few at a time: enough to overlap round trips to NATS, few enough not to crowd out other requests. */
+async function inParallel<T>(items: readonly T[], n: number, fn: (item: T) => Promise<void>): Promise<void> {
+  let next = 0;
+  await Promise.all(Array.from({ length: Math.min(n, items.length) }, async () => {
+    while (next < items.length) await fn(items[next++]!);
+  }));
+}
+
+/**
+ * Delete every document whose latest accepted state matches the selector now — including
+ * documents the view store has not projected yet. The candidates are what the view has plus
+ * every document the log changed after the projection's ack floor; each is then decided from its
+ * head in the log (tags from its newest submission or metadata update, filepath from its
+ * submission), never from a view that may be behind.
+ */
+export async function deleteBySelector(ports: GatewayPorts, sel: DeleteSelector, scope: TagScope): Promise<{ deletedCount: number; errors: Array<{ id: string; error: string }> }> {
+  // The log first, then the view: whatever the view lacks at the moment it is read is after the floor.
+  const candidates = new Set(await ports.events.unprojected());
+  for (let offset = 0; ; offset += 200) {
+    const page = await ports.views.list({
+      ...(sel.containerTags ? { containerTags: sel.containerTags } : {}),
+      ...(sel.filepath !== undefined ? { filepath: sel.filepath } : {}),
+      sort: 'createdAt',
+      order: 'asc',
+      limit: 200,
+      offset,
+    });
+    for (const v of page.items) candidates.add(v.id);
+    if (page.items.length < 200) break;
+  }
+  const errors: Array<{ id: string; error: string }> = [];
+  const take: string[] = [];
+  await inParallel([...candidates], 16, async (id) => {
+    const head = await ports.events.head(id);
+    if (head.deleted) return;
+    // A document the log no longer has a submission of (imported views): the view is all there is, as in deleteDocument.
+    const view = head.submitted ? null : await ports.views.get(id);
+    if (!head.submitted && !view) return;
+    const tags = head.submitted ? currentScope(head).containerTags : view!.containerTags;
+    if (!matchesSelector(sel, tags, head.submitted ? head.submitted.data.filepath : view!.filepath)) return;
+    // A document that also carries a tag outside the key's scope is another tenant's too: kept, and reported.
+    if (owns(scope, tags)) take.push(id);
+    else if (canSee(scope, tags)) errors.push({ id, error: "forbidden: the document also belongs to container tags outside this API key's" });
+  });
+  let deletedCount = 0;
+  await inParallel(take, 8, async (id) => {
+    try {
+      await deleteDocument(ports, id, 'bulk', scope);
+      deletedCount++;
+    } catch (err) {
+      // Deleted by someone else meanwhile: gone, as asked.
+      if (!(err instanceof NotFoundError)) errors.push({ id, error: errorMessage(err) });
+    }
+  });
+  return { deletedCount, errors };
+}
+
 /** DELETE /v3/documents/bulk: by ids (each reported), by container tags, or by filepath. */
 export async function bulkDelete(ports: GatewayPorts, body: unknown, scope: TagScope = null): Promise<BulkDeleteResponse> {
   const req = BulkDeleteRequest.parse(body);
@@ -442,32 +522,9 @@ export async function bulkDelete(ports: GatewayPorts, body: unknown, scope: TagS
     }
   }
   if (req.containerTags || req.filepath) {
-    // Collect first, then delete: deleting while paging would shift the pages.
-    const ids: string[] = [];
-    for (let offset = 0; ; offset += 200) {
-      const page = await ports.views.list({
-        ...(tags ? { containerTags: tags } : {}),
-        ...(req.filepath ? { filepath: req.filepath } : {}),
-        sort: 'createdAt',
-        order: 'asc',
-        limit: 200,
-        offset,
-      });
-      for (const v of page.items) {
-        // A document that also carries a tag outside the key's scope is another tenant's too: kept, and reported.
-        if (owns(scope, v.containerTags)) ids.push(v.id);
-        else errors.push({ id: v.id, error: "forbidden: the document also belongs to container tags outside this API key's" });
-      }
-      if (page.items.length < 200) break;
-    }
-    for (const id of ids) {
-      try {
-        await deleteDocument(ports, id, 'bulk', scope);
-        deletedCount++;
-      } catch (err) {
-        if (!(err instanceof NotFoundError)) errors.push({ id, error: errorMessage(err) });
-      }
-    }
+    const out = await deleteBySelector(ports, { ...(tags ? { containerTags: tags } : {}), ...(req.filepath !== undefined ? { filepath: req.filepath } : {}) }, scope);
+    deletedCount += out.deletedCount;
+    errors.push(...out.errors);
   }
   return {
     success: errors.length === 0,
