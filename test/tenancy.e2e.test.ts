@@ -101,6 +101,8 @@ describe('deletion by selector, over the log', () => {
     expect(del.status).toBe(200);
     expect(del.body).toMatchObject({ success: true, containerTag: tag, deletedCount: 6 });
     await expectAllGone([...ids, shared], { containerTags: [tag] });
+    const openapi = await http.call('GET', '/openapi.json');
+    for (const m of ['get', 'patch', 'delete']) expect(openapi.body.paths['/v3/container-tags/{tag}']?.[m], m).toBeDefined();
     const after = await http.call('GET', `/v3/container-tags/${tag}`);
     expect(after.body).toMatchObject({ containerTag: tag, entityContext: null, documentCount: 0 });
   }, 60_000);

@@ -24,6 +24,7 @@ import {
   V4SearchResponse,
 } from '@memstream/contracts';
 import { webhookOpenApiPaths } from './webhooks.js';
+import { containerTagOpenApiPaths } from './container-tags.js';
 
 /** A JSON Schema of the request side (what a client may send: numeric strings, JSON strings). */
 const input = (s: z.ZodType) => z.toJSONSchema(s, { io: 'input', unrepresentable: 'any', target: 'openapi-3.0' });
@@ -141,6 +142,7 @@ export function openApiDocument(): object {
         delete: { summary: 'Delete permanently', parameters: idParam, responses: { '204': { description: 'Deleted' }, ...errors, ...notFound } },
       },
       ...webhookOpenApiPaths(),
+      ...containerTagOpenApiPaths(),
     },
   };
   return cached;
