@@ -21,13 +21,20 @@ const { values } = parseArgs({
     queries: { type: 'string', default: '500' },
     seed: { type: 'string', default: '7' },
     onnx: { type: 'string' },
+    // Also run hybrid at each dense weight of this list (e.g. 0,0.1,0.2,0.3) × each floor of --floors.
+    sweep: { type: 'string' },
+    floors: { type: 'string', default: '0.2' },
     json: { type: 'boolean', default: false },
   },
 });
 
 const set = loadRetrievalSet({ docs: Number(values.docs), queries: Number(values.queries), seed: Number(values.seed) });
 const embedder: Embedder = values.onnx ? await loadEmbedder({ kind: 'onnx', modelDir: values.onnx }) : new HashedEmbedder();
-const e = await evaluate(set, embedder);
+const sweep = (values.sweep ?? '')
+  .split(',')
+  .filter(Boolean)
+  .flatMap((w) => values.floors.split(',').map((f) => ({ denseWeight: Number(w), denseFloor: Number(f) })));
+const e = await evaluate(set, embedder, { sweep });
 if (values.json) console.log(JSON.stringify({ ...e, set: set.stats }));
 else {
   console.log(`machine: ${cpus().length} × ${cpus()[0]?.model ?? '?'}, load ${loadavg()[0]!.toFixed(2)}, node ${process.version}`);

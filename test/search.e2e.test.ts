@@ -116,17 +116,19 @@ describe('search through the official SDK against memstream', () => {
     });
 
     it('honours filters, docId, chunkThreshold, includeFullDocs and includeSummary', async () => {
-      const bread = await client.search.documents({ q: 'lighthouse keeper', containerTag: tagA, filters: { AND: [{ key: 'topic', value: 'bread' }] } });
+      // The filter leaves only a document without the query's words: found at threshold 0, as a dense candidate.
+      const bread = await client.search.documents({ q: 'lighthouse keeper', containerTag: tagA, chunkThreshold: 0, filters: { AND: [{ key: 'topic', value: 'bread' }] } });
       expect(bread.results.map((r) => r.documentId)).toEqual([ids.sourdoughA]);
       const recent = await client.search.execute({
         q: 'lighthouse glacier sourdough',
         containerTags: [tagA, tagB],
+        chunkThreshold: 0,
         filters: { OR: [{ key: 'year', value: '2023', filterType: 'numeric', numericOperator: '>=' }] },
       });
       expect(recent.results.map((r) => r.documentId).sort()).toEqual([ids.lighthouseA, ids.lighthouseB].sort());
-      const within = await client.search.documents({ q: 'lighthouse', docId: ids.sourdoughA });
+      const within = await client.search.documents({ q: 'lighthouse', docId: ids.sourdoughA, chunkThreshold: 0 });
       expect(within.results.map((r) => r.documentId)).toEqual([ids.sourdoughA]);
-      // Above 0.5 a chunk must match the query's words as well as its vector.
+      // Above 0.5 a chunk must hold the query's words, not only be near it in vector space.
       const strict = await client.search.documents({ q: 'glacier valley', chunkThreshold: 0.51 });
       expect(strict.results.map((r) => r.documentId)).toEqual([ids.glacierB]);
       const full = await client.search.documents({ q: 'sourdough rye', containerTag: tagA, limit: 1, includeFullDocs: true, includeSummary: true });
@@ -156,7 +158,8 @@ describe('search through the official SDK against memstream', () => {
     });
 
     it('honours filters, threshold, limit and include', async () => {
-      const sea = await client.search({ q: 'lighthouse sourdough', containerTag: tagA, filters: { AND: [{ key: 'crew', value: 'cook', filterType: 'array_contains' }] } });
+      // In a four-document store 'lighthouse' is in half of them, where BM25's idf is 0: threshold 0.
+      const sea = await client.search({ q: 'lighthouse sourdough', containerTag: tagA, threshold: 0, filters: { AND: [{ key: 'crew', value: 'cook', filterType: 'array_contains' }] } });
       expect(new Set(sea.results.map(docOf))).toEqual(new Set([ids.lighthouseA]));
       const strict = await client.search.memories({ q: 'gulls lantern', threshold: 0.51 });
       expect(strict.results.length).toBeGreaterThan(0);
@@ -165,7 +168,7 @@ describe('search through the official SDK against memstream', () => {
         expect(docOf(r)).toBe(ids.lighthouseA);
       }
       expect((await client.search({ q: 'the', limit: 1 })).results).toHaveLength(1);
-      const underLogs = await client.search({ q: 'lighthouse glacier sourdough', filepath: '/logs/' });
+      const underLogs = await client.search({ q: 'lighthouse glacier sourdough', filepath: '/logs/', threshold: 0 });
       expect(new Set(underLogs.results.map(docOf))).toEqual(new Set([ids.lighthouseA]));
       expect(underLogs.results[0]!.filepath).toBe('/logs/keeper.md');
       const withChunks = await client.search({ q: 'glacier', containerTag: tagB, limit: 1, include: { chunks: true, summaries: true } });

@@ -142,13 +142,6 @@ function bruteForce(docs: ReplaceDocumentInput[], q: Float32Array, model: string
   return scored.sort((a, b) => b.score - a.score).slice(0, limit);
 }
 
-/** RRF (k = 60, ranks from 1) of two ranked lists, as the port specifies hybrid search. */
-function rrf(lists: SearchHit[][]): { key: string; score: number }[] {
-  const m = new Map<string, number>();
-  for (const list of lists) list.forEach((h, i) => m.set(key(h.documentId, h.index), (m.get(key(h.documentId, h.index)) ?? 0) + 1 / (61 + i)));
-  return [...m.entries()].map(([k, score]) => ({ key: k, score })).sort((a, b) => b.score - a.score);
-}
-
 function filterOf(input: FilterInput): FilterExpr {
   return Filters.parse(input);
 }
@@ -430,7 +423,7 @@ export function describeChunkIndexContract(name: string, open: () => Promise<Con
       expect(docSet(await index.search({ mode: 'keyword', text: 'NEAR(river AND OR', limit: 100 })).length).toBeGreaterThan(1);
     });
 
-    it('hybrid search returns the reciprocal-rank fusion of the dense and keyword lists', async () => {
+    it('hybrid search fuses the keyword score with the rescaled cosine, by the given weights', async () => {
       const dim = 8;
       // Dense order against basis vector 0 is A > B > C > D > E > F; only F holds the keyword.
       const cosines = [0.95, 0.85, 0.75, 0.65, 0.55, 0.45];
@@ -448,23 +441,48 @@ export function describeChunkIndexContract(name: string, open: () => Promise<Con
       const noise = makeDoc({ id: 'fuse-noise', dim, tags: ['elsewhere'], texts: ['zanzibar zanzibar'], vectors: [basis(dim, 0)] });
       await putAll([...docs, noise]);
       const base = { vector: basis(dim, 0), model: 'model-a', text: 'zanzibar', containerTags: ['fusion'] };
-      const hybrid = await index.search({ ...base, mode: 'hybrid', limit: 6 });
-      expect(hitKeys(hybrid)).toEqual(['fuse-F#0', 'fuse-A#0', 'fuse-B#0', 'fuse-C#0', 'fuse-D#0', 'fuse-E#0']);
-      const expectedScores = [1 / 61 + 1 / 66, 1 / 61, 1 / 62, 1 / 63, 1 / 64, 1 / 65];
-      hybrid.forEach((hit, i) => expect(Math.abs(hit.score - expectedScores[i]!)).toBeLessThan(1e-6));
-      expect(await index.search({ ...base, mode: 'hybrid', limit: 2 }).then(hitKeys)).toEqual(['fuse-F#0', 'fuse-A#0']);
-
-      // A second case checked against the adapter's own dense and keyword lists: two chunks hold
-      // the keyword at different dense ranks.
-      const bText = 'zanzibar filler B';
-      await index.replaceDocument({ ...docs[1]!, revision: 2, chunks: [{ ...docs[1]!.chunks[0]!, text: bText, hash: sha256(bText) }] });
+      const fusion = { denseWeight: 0.3, denseFloor: 0.2 };
       const dense = await index.search({ ...base, mode: 'dense', limit: 50 });
       const keyword = await index.search({ ...base, mode: 'keyword', limit: 50 });
-      expect(docSet(keyword)).toEqual(['fuse-B', 'fuse-F']);
-      const fused = rrf([dense, keyword]);
-      const again = await index.search({ ...base, mode: 'hybrid', limit: 6 });
-      expect(hitKeys(again)).toEqual(fused.slice(0, 6).map((f) => f.key));
-      again.forEach((hit, i) => expect(Math.abs(hit.score - fused[i]!.score)).toBeLessThan(1e-6));
+      expect(docSet(keyword)).toEqual(['fuse-F']);
+      const expected = (kw: SearchHit[]) =>
+        dense
+          .map((d) => {
+            const k = kw.find((h) => h.documentId === d.documentId)?.score ?? 0;
+            return { key: `${d.documentId}#${d.index}`, score: 0.7 * k + 0.3 * Math.max(0, (d.score - 0.2) / 0.8) };
+          })
+          .sort((a, b) => b.score - a.score);
+      const hybrid = await index.search({ ...base, mode: 'hybrid', limit: 6, fusion });
+      const want = expected(keyword);
+      expect(hitKeys(hybrid)).toEqual(want.map((w) => w.key));
+      hybrid.forEach((hit, i) => expect(Math.abs(hit.score - want[i]!.score)).toBeLessThan(1e-6));
+      // The keyword match outranks chunks that are only closer in vector space.
+      expect(hitKeys(hybrid)[0]).toBe('fuse-F#0');
+      expect(await index.search({ ...base, mode: 'hybrid', limit: 2, fusion }).then(hitKeys)).toEqual(want.slice(0, 2).map((w) => w.key));
+      // All dense: the dense order.
+      const denseOnly = await index.search({ ...base, mode: 'hybrid', limit: 6, fusion: { denseWeight: 1, denseFloor: 0 } });
+      expect(hitKeys(denseOnly)).toEqual(hitKeys(dense).slice(0, 6));
+      // Without fusion given, the defaults: scores stay within 0..1.
+      for (const h of await index.search({ ...base, mode: 'hybrid', limit: 6 })) expect(h.score).toBeGreaterThanOrEqual(0), expect(h.score).toBeLessThanOrEqual(1);
+    });
+
+    it('keyword search matches word forms (stems) and scores on an absolute 0..1 scale', async () => {
+      const dim = 4;
+      await putAll([
+        makeDoc({ id: 'kw-full', dim, texts: ['Listing the directories of a file system'] }),
+        makeDoc({ id: 'kw-part', dim, texts: ['a system of pulleys and ropes'] }),
+        makeDoc({ id: 'kw-none', dim, texts: ['nothing to see here at all'] }),
+      ]);
+      const hits = await index.search({ mode: 'keyword', text: 'list directory', limit: 10 });
+      expect(docSet(hits)).toEqual(['kw-full']);
+      // Every query word, once, in a short chunk: about the best BM25 the query can get (SQLite
+      // divides by that best; Qdrant, which does not expose its idf, maps BM25 through x/(1+x)).
+      expect(hits[0]!.score).toBeGreaterThan(0.6);
+      expect(hits[0]!.score).toBeLessThanOrEqual(1);
+      const partial = await index.search({ mode: 'keyword', text: 'file system directories', limit: 10 });
+      expect(partial.map((h) => h.documentId)).toEqual(['kw-full', 'kw-part']);
+      // One of three words, and the commonest of them: well below the chunk that has all three.
+      expect(partial[1]!.score).toBeLessThan(partial[0]!.score * 0.7);
     });
 
     it('container-tag isolation holds in every mode (property-style)', async () => {

@@ -6,7 +6,8 @@ export * from './port.js';
 export * from './sqlite.js';
 export * from './qdrant.js';
 export * from './qdrant-translate.js';
-export { RRF_K, hybridDepth, normaliseKeywordScore, queryTerms, tokenize } from './shared.js';
+export { DEFAULT_FUSION, denseScale, hybridDepth, normaliseKeywordScore, queryTerms, tokenize, type Fusion } from './shared.js';
+export { STOPWORDS, analyseQuery, documentTerms, stem } from './analyse.js';
 
 /**
  * Open the configured chunk index: Qdrant when `qdrantUrl` is set (the collection prefix comes

@@ -58,6 +58,11 @@ export interface SearchQuery {
   /** A hit must belong to one of these documents. Absent: no restriction. */
   documentIds?: string[];
   limit: number;
+  /**
+   * Hybrid only: how the two lists are weighed (default DEFAULT_FUSION). A caller with a strong
+   * embedding model gives dense a larger weight; see docs/search.md.
+   */
+  fusion?: { denseWeight: number; denseFloor: number };
 }
 
 /** One ranked chunk with its document's tags and metadata. */
@@ -66,8 +71,10 @@ export interface SearchHit {
   index: number;
   text: string;
   /**
-   * Higher is better. Dense: cosine similarity; keyword: BM25 normalised to (0,1] as x/(1+x);
-   * hybrid: reciprocal rank fusion of the dense and keyword lists, Σ 1/(60 + rank), ranks from 1.
+   * Higher is better, and on a scale that does not depend on the other hits. Dense: cosine
+   * similarity; keyword: 0..1, BM25 over the query's best possible BM25 (SQLite) or x/(1+x) of
+   * the sparse BM25 (Qdrant); hybrid: 0..1, the weighted sum of the keyword score and the
+   * rescaled cosine (see `Fusion` in shared.ts).
    */
   score: number;
   containerTags: string[];

@@ -1,7 +1,8 @@
 import { createHash } from 'node:crypto';
 import type { Schemas } from '@qdrant/js-client-rest';
 import type { FilterCondition, FilterExpr, Metadata } from '@memstream/contracts';
-import { metadataFacets, queryTerms, tokenize } from './shared.js';
+import { documentTerms } from './analyse.js';
+import { metadataFacets, queryTerms } from './shared.js';
 
 /*
  * Pure translations from the port's shapes into Qdrant's: no I/O, so they are unit-tested without
@@ -253,7 +254,7 @@ export function termId(term: string): number {
  * share a dimension (their counts add up), as in any hashed vocabulary.
  */
 export function sparseDocumentVector(text: string): Schemas['SparseVector'] {
-  const words = tokenize(text);
+  const words = documentTerms(text).terms;
   const tf = new Map<number, number>();
   for (const w of words) {
     const id = termId(w);

@@ -17,7 +17,7 @@ import {
   sparseDocumentVector,
   sparseQueryVector,
 } from './qdrant-translate.js';
-import { RRF_K, compareHits, hybridDepth, normaliseKeywordScore, rrfFuse, validateQuery, validateReplace } from './shared.js';
+import { DEFAULT_FUSION, compareHits, fuseHitLists, hybridDepth, normaliseKeywordScore, validateQuery, validateReplace } from './shared.js';
 
 type QFilter = Schemas['Filter'];
 type ScoredPoint = Schemas['ScoredPoint'];
@@ -237,32 +237,15 @@ export class QdrantChunkIndex implements ChunkIndex {
     if (!(await this.collectionExists(collection))) return [];
     if (q.mode === 'dense') return this.dense(collection, q.vector!, built.filter, built.exact, accept, limit);
 
+    // Both lists exactly filtered, fused here on absolute scales as the SQLite adapter does
+    // (Qdrant's server-side fusion is rank-based, which makes scores meaningless across queries).
     const depth = hybridDepth(limit);
-    const sparse = sparseQueryVector(q.text!);
-    if (!built.exact) {
-      // Post-filtering after a server-side fusion would rank by positions among points that are
-      // then dropped; fuse here over the two exactly filtered lists instead.
-      return rrfFuse(
-        [
-          await this.dense(collection, q.vector!, built.filter, false, accept, depth),
-          await this.keyword([collection], q.text!, built.filter, false, accept, depth),
-        ],
-        limit,
-      );
-    }
-    const prefetch: Schemas['Prefetch'][] = [
-      { query: Array.from(q.vector!), using: DENSE_VECTOR, filter: built.filter, limit: depth },
-    ];
-    if (sparse.indices.length) prefetch.push({ query: sparse, using: SPARSE_VECTOR, filter: built.filter, limit: depth });
-    const res = await this.client.query(collection, {
-      prefetch,
-      // Qdrant's RRF scores 1/(k + position) with positions from 0; k = RRF_K + 1 gives the
-      // port's 1/(RRF_K + rank) with ranks from 1, the same scores as the SQLite adapter.
-      query: { rrf: { k: RRF_K + 1 } },
+    return fuseHitLists(
+      await this.keyword([collection], q.text!, built.filter, built.exact, accept, depth),
+      await this.dense(collection, q.vector!, built.filter, built.exact, accept, depth),
+      q.fusion ?? DEFAULT_FUSION,
       limit,
-      with_payload: true,
-    });
-    return res.points.filter((p) => accept(p.payload as unknown as ChunkPayload)).map((p) => toHit(p, p.score));
+    );
   }
 
   async stats(): Promise<{ documents: number; chunks: number }> {

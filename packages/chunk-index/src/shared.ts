@@ -1,43 +1,61 @@
 import type { Metadata } from '@memstream/contracts';
 import type { SearchHit, SearchQuery } from './port.js';
 
-/** The RRF constant of hybrid search: score = Σ 1 / (RRF_K + rank), rank counted from 1. */
-export const RRF_K = 60;
+import { MAX_QUERY_TERMS, queryTerms, tokenize } from './analyse.js';
+
+export { MAX_QUERY_TERMS, queryTerms, tokenize };
 
 /** How many candidates each side of a hybrid search contributes before fusion. */
 export function hybridDepth(limit: number): number {
   return Math.max(limit * 4, 50);
 }
 
-/** At most this many distinct words of a keyword query are used: bounds the cost of one query. */
-export const MAX_QUERY_TERMS = 32;
-
 /**
- * The words of a text, lower-cased, in order (with repeats). A word is a run of letters, digits
- * and combining marks — the same notion of a token as FTS5's unicode61 tokenizer, so the words
- * we quote into an FTS5 query are words FTS5 also indexed.
+ * How hybrid search weighs its two lists. Each list's score is first put on an absolute 0..1
+ * scale (keyword: BM25 over the query's best possible BM25, see the adapters; dense: cosine
+ * rescaled from `denseFloor` — the cosine an unrelated text typically gets from the model — to
+ * 1), then fused as (1 − denseWeight)·keyword + denseWeight·dense. Absolute scales rather than
+ * per-query min-max keep the fused score comparable across queries, so a threshold means the
+ * same thing for every query, and a query with nothing related scores near 0.
  */
-export function tokenize(text: string): string[] {
-  return text.toLowerCase().match(/[\p{L}\p{N}\p{M}]+/gu) ?? [];
+export interface Fusion {
+  denseWeight: number;
+  denseFloor: number;
 }
 
 /**
- * English function words. They carry almost no BM25 weight (they are in most chunks) but make
- * an OR query match most of the index, which is what made keyword search slow: "number of last
- * error" scored every chunk containing "of". Documents still index them.
+ * The default weights, chosen on the manual-page set and confirmed on the conversation set
+ * (docs/search.md has the sweep). Dense is the minor partner: the offline models are weaker
+ * than BM25 alone and help only as a second opinion.
  */
-const STOPWORDS = new Set(
-  'a an and are as at be but by for from has have in is it its of on or that the this to was were which with'.split(' '),
-);
+export const DEFAULT_FUSION: Fusion = { denseWeight: 0.3, denseFloor: 0.2 };
+
+/** A cosine on the fusion's 0..1 dense scale: `floor` and below is 0, 1 stays 1. */
+export function denseScale(cosine: number, floor: number): number {
+  if (!(cosine > floor)) return 0;
+  return Math.min(1, (cosine - floor) / (1 - floor));
+}
 
 /**
- * The distinct words of a query, capped at MAX_QUERY_TERMS, without stop words — unless the
- * query is nothing but stop words ("to be or not to be"), which is then searched as it is.
+ * Fuse keyword scores (already 0..1) and cosines by id: a candidate missing from one list
+ * scores 0 there (the adapters fill in the cosine of keyword candidates when they can). Best
+ * first; ties by id.
  */
-export function queryTerms(text: string): string[] {
-  const words = [...new Set(tokenize(text))];
-  const content = words.filter((w) => !STOPWORDS.has(w));
-  return (content.length ? content : words).slice(0, MAX_QUERY_TERMS);
+export function fuseScores<K extends number | string>(
+  keyword: Map<K, number>,
+  cosines: Map<K, number>,
+  fusion: Fusion,
+  limit: number,
+): { id: K; score: number }[] {
+  const ids = new Set([...keyword.keys(), ...cosines.keys()]);
+  const out: { id: K; score: number }[] = [];
+  for (const id of ids) {
+    const k = keyword.get(id) ?? 0;
+    const c = cosines.get(id);
+    const d = c === undefined ? 0 : denseScale(c, fusion.denseFloor);
+    out.push({ id, score: (1 - fusion.denseWeight) * k + fusion.denseWeight * d });
+  }
+  return out.sort((a, b) => b.score - a.score || (a.id < b.id ? -1 : a.id > b.id ? 1 : 0)).slice(0, Math.max(0, limit));
 }
 
 /**
@@ -171,22 +189,27 @@ export function dotAt(data: Float32Array, base: number, q: Float32Array): number
 }
 
 /**
- * Reciprocal rank fusion of ranked lists of hits (best first): each hit scores Σ 1/(RRF_K + rank)
- * over the lists it appears in, rank counted from 1. Ties break by document id, then chunk index,
- * so the order is deterministic.
+ * fuseScores over two ranked hit lists of the same search (keyword hits scored 0..1, dense hits
+ * scored by cosine), for adapters that get hits rather than row ids back from their store.
  */
-export function rrfFuse(lists: SearchHit[][], limit: number): SearchHit[] {
-  const fused = new Map<string, SearchHit>();
-  for (const list of lists) {
-    list.forEach((hit, i) => {
-      const key = chunkKey(hit.documentId, hit.index);
-      const add = 1 / (RRF_K + i + 1);
-      const prev = fused.get(key);
-      if (prev) prev.score += add;
-      else fused.set(key, { ...hit, score: add });
-    });
+export function fuseHitLists(keyword: SearchHit[], dense: SearchHit[], fusion: Fusion, limit: number): SearchHit[] {
+  const byKey = new Map<string, SearchHit>();
+  const k = new Map<string, number>();
+  const d = new Map<string, number>();
+  for (const h of keyword) {
+    const key = chunkKey(h.documentId, h.index);
+    byKey.set(key, h);
+    k.set(key, h.score);
   }
-  return [...fused.values()].sort(compareHits).slice(0, Math.max(0, limit));
+  for (const h of dense) {
+    const key = chunkKey(h.documentId, h.index);
+    if (!byKey.has(key)) byKey.set(key, h);
+    d.set(key, h.score);
+  }
+  return fuseScores(k, d, fusion, Number.POSITIVE_INFINITY)
+    .map(({ id, score }) => ({ ...byKey.get(id)!, score }))
+    .sort(compareHits)
+    .slice(0, Math.max(0, limit));
 }
 
 /** Best first: higher score, then document id, then chunk index. */

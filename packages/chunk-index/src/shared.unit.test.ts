@@ -1,6 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { SearchHit } from './port.js';
-import { TopK, dotAt, metadataFacets, normaliseKeywordScore, queryTerms, rrfFuse, tokenize } from './shared.js';
+import { analyseQuery, documentTerms } from './analyse.js';
+import { DEFAULT_FUSION, TopK, denseScale, dotAt, fuseHitLists, metadataFacets, normaliseKeywordScore, queryTerms, tokenize } from './shared.js';
 import { toFtsQuery } from './sqlite.js';
 
 const hit = (documentId: string, index = 0): SearchHit => ({ documentId, index, text: '', score: 0, containerTags: [], metadata: {} });
@@ -9,15 +10,26 @@ describe('keyword query text', () => {
   it('tokenises into lower-case words of letters, digits and marks', () => {
     expect(tokenize('Hello, WORLD! café 42x — 日本語 NEAR(a)')).toEqual(['hello', 'world', 'café', '42x', '日本語', 'near', 'a']);
     expect(queryTerms('x X b x')).toEqual(['x', 'b']);
-    // Stop words are dropped, unless the query is nothing else.
-    expect(queryTerms('number of the last error')).toEqual(['number', 'last', 'error']);
-    expect(queryTerms('to be or not to be')).toEqual(['not']);
-    expect(queryTerms('to be or to be')).toEqual(['to', 'be', 'or']);
+    // Stop words are dropped, unless the query is nothing else; the rest are Porter2 stems.
+    expect(queryTerms('number of the last errors')).toEqual(['number', 'last', 'error']);
+    expect(queryTerms('to be or not to be')).toEqual(['to', 'be', 'or', 'not']);
+    expect(queryTerms('what is this')).toEqual(['what', 'is', 'this']);
     expect(queryTerms(Array.from({ length: 100 }, (_, i) => `w${i}`).join(' '))).toHaveLength(32);
   });
 
-  it('builds FTS5 queries of quoted words joined by OR, or null without words', () => {
-    expect(toFtsQuery('NEAR(foo "bar" AND baz*')).toBe('"near" OR "foo" OR "bar" OR "baz"');
+  it('stems words and folds diacritics the same way in documents and queries', () => {
+    expect(documentTerms('Listing the Directories’ contents, café').terms).toEqual(['list', 'the', 'directori', 'content', 'cafe']);
+    expect(analyseQuery('list directory contents').terms).toEqual(['list', 'directori', 'content']);
+  });
+
+  it('pairs adjacent content words into bigrams, skipping stop words', () => {
+    expect(documentTerms('list of the directory contents').bigrams).toEqual(['list_directori', 'directori_content']);
+    expect(analyseQuery('list directory contents').bigrams).toEqual(['list_directori', 'directori_content']);
+    expect(analyseQuery('directory').bigrams).toEqual([]);
+  });
+
+  it('builds FTS5 queries of quoted stems and bigrams joined by OR, or null without words', () => {
+    expect(toFtsQuery('NEAR(foo "bar" AND baz*')).toBe('"near" OR "foo" OR "bar" OR "baz" OR "near_foo" OR "foo_bar" OR "bar_baz"');
     for (const text of ['', '   ', '"', '*', '()', '"""', ':^-+']) expect(toFtsQuery(text)).toBeNull();
   });
 
@@ -62,13 +74,26 @@ describe('dotAt', () => {
   });
 });
 
-describe('rrfFuse', () => {
-  it('sums 1/(60 + rank) over the lists, ranks from 1', () => {
-    const fused = rrfFuse([[hit('a'), hit('b'), hit('c')], [hit('c'), hit('d')]], 10);
-    expect(fused.map((h) => h.documentId)).toEqual(['c', 'a', 'b', 'd']);
-    expect(fused[0]!.score).toBeCloseTo(1 / 63 + 1 / 61, 15);
-    expect(fused[3]!.score).toBeCloseTo(1 / 62, 15);
-    expect(rrfFuse([[hit('a'), hit('b')]], 1).map((h) => h.documentId)).toEqual(['a']);
+describe('fusion', () => {
+  it('rescales cosines from the floor to 1', () => {
+    expect(denseScale(0.1, 0.2)).toBe(0);
+    expect(denseScale(0.6, 0.2)).toBeCloseTo(0.5, 12);
+    expect(denseScale(1, 0.2)).toBe(1);
+    expect(denseScale(Number.NaN, 0.2)).toBe(0);
+  });
+
+  it('weighs the keyword score and the rescaled cosine; a hit missing from a list scores 0 there', () => {
+    const f = { denseWeight: 0.25, denseFloor: 0 };
+    const kw = [{ ...hit('a'), score: 1 }, { ...hit('b'), score: 0.4 }];
+    const dense = [{ ...hit('c'), score: 0.9 }, { ...hit('b'), score: 0.8 }];
+    const fused = fuseHitLists(kw, dense, f, 10);
+    expect(fused.map((h) => h.documentId)).toEqual(['a', 'b', 'c']);
+    expect(fused[0]!.score).toBeCloseTo(0.75, 12);
+    expect(fused[1]!.score).toBeCloseTo(0.75 * 0.4 + 0.25 * 0.8, 12);
+    expect(fused[2]!.score).toBeCloseTo(0.25 * 0.9, 12);
+    expect(fuseHitLists(kw, dense, f, 1).map((h) => h.documentId)).toEqual(['a']);
+    // Fused scores stay in 0..1 with the defaults too.
+    for (const h of fuseHitLists(kw, dense, DEFAULT_FUSION, 10)) expect(h.score).toBeGreaterThanOrEqual(0), expect(h.score).toBeLessThanOrEqual(1);
   });
 });
 

@@ -178,3 +178,36 @@ describe('SqliteChunkIndex across processes sharing one file', () => {
     expect(median).toBeLessThan(150);
   }, 120_000);
 });
+
+describe('SqliteChunkIndex schema upgrade', () => {
+  it('converts a schema-2 file (FTS5 over raw text) to analysed keyword terms on open', async () => {
+    const h = tempIndex();
+    try {
+      const texts = ['Listing the directories of a file system', 'a cake recipe'];
+      await h.index.replaceDocument({
+        ...doc('old', 1, [unit(1, 8), unit(2, 8)]),
+        chunks: texts.map((text, index) => ({ index, hash: createHash('sha256').update(text).digest('hex'), text, vector: unit(index + 1, 8) })),
+      });
+      await h.index.close();
+      // Put the file back the way schema 2 left it: FTS5 with external content over chunks.text.
+      const Database = (await import('better-sqlite3')).default;
+      const raw = new Database(h.path);
+      raw.exec(`
+        DROP TRIGGER chunks_fts_insert; DROP TRIGGER chunks_fts_delete; DROP TRIGGER chunks_fts_update;
+        DROP TABLE chunks_fts_vocab; DROP TABLE chunks_fts;
+        CREATE VIRTUAL TABLE chunks_fts USING fts5 (text, content = 'chunks', content_rowid = 'rowid', tokenize = 'unicode61 remove_diacritics 2');
+        INSERT INTO chunks_fts (chunks_fts) VALUES ('rebuild');
+        PRAGMA user_version = 2;`);
+      raw.close();
+      const again = await h.reopen();
+      // "list directory" only matches through stems: the converted index has them.
+      const hits = await again.search({ mode: 'keyword', text: 'list directory', limit: 5 });
+      expect(hits.map((x) => x.text)).toEqual([texts[0]]);
+      // Writes after the upgrade go through the new triggers.
+      await again.deleteDocument('old');
+      expect(await again.search({ mode: 'keyword', text: 'cakes', limit: 5 })).toEqual([]);
+    } finally {
+      await h.cleanup();
+    }
+  });
+});

@@ -4,19 +4,19 @@ import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import type { FilterExpr, Metadata } from '@memstream/contracts';
 import type { ChunkIndex, ReplaceDocumentInput, SearchHit, SearchQuery, StoredChunk } from './port.js';
+import { analyseQuery, documentTerms } from './analyse.js';
 import {
+  DEFAULT_FUSION,
   TopK,
   dotAt,
+  fuseScores,
   hybridDepth,
   metadataFacets,
-  normaliseKeywordScore,
-  queryTerms,
-  rrfFuse,
   validateQuery,
   validateReplace,
 } from './shared.js';
 
-const SCHEMA_VERSION = 2;
+const SCHEMA_VERSION = 3;
 const DEFAULT_VECTOR_CACHE_BYTES = 256 * 1024 * 1024;
 const LITTLE_ENDIAN = endianness() === 'LE';
 
@@ -77,18 +77,22 @@ CREATE TABLE IF NOT EXISTS chunks (
   UNIQUE (document_id, idx)
 );
 CREATE INDEX IF NOT EXISTS chunks_by_model ON chunks (model, dim);
+-- Schema 3: the keyword index holds analysed text, made in JS by ms_terms / ms_bigrams (functions
+-- every connection registers): Porter2 stems, and bigrams of content words joined by '_'.
+-- Contentless (the text is in chunks); contentless_delete lets the triggers delete by rowid.
 CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5 (
-  text, content = 'chunks', content_rowid = 'rowid', tokenize = 'unicode61 remove_diacritics 2'
+  terms, bigrams, content = '', contentless_delete = 1, tokenize = "unicode61 remove_diacritics 2 tokenchars '_'"
 );
+CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts_vocab USING fts5vocab (chunks_fts, 'row');
 CREATE TRIGGER IF NOT EXISTS chunks_fts_insert AFTER INSERT ON chunks BEGIN
-  INSERT INTO chunks_fts (rowid, text) VALUES (new.rowid, new.text);
+  INSERT INTO chunks_fts (rowid, terms, bigrams) VALUES (new.rowid, ms_terms(new.text), ms_bigrams(new.text));
 END;
 CREATE TRIGGER IF NOT EXISTS chunks_fts_delete AFTER DELETE ON chunks BEGIN
-  INSERT INTO chunks_fts (chunks_fts, rowid, text) VALUES ('delete', old.rowid, old.text);
+  DELETE FROM chunks_fts WHERE rowid = old.rowid;
 END;
 CREATE TRIGGER IF NOT EXISTS chunks_fts_update AFTER UPDATE OF text ON chunks BEGIN
-  INSERT INTO chunks_fts (chunks_fts, rowid, text) VALUES ('delete', old.rowid, old.text);
-  INSERT INTO chunks_fts (rowid, text) VALUES (new.rowid, new.text);
+  DELETE FROM chunks_fts WHERE rowid = old.rowid;
+  INSERT INTO chunks_fts (rowid, terms, bigrams) VALUES (new.rowid, ms_terms(new.text), ms_bigrams(new.text));
 END;
 -- Schema 2: every chunk row added or removed, in commit order, so a reader holding the vectors
 -- in memory applies what changed instead of reading them all again (op 1 = added, 0 = removed).
@@ -111,6 +115,30 @@ CREATE TRIGGER IF NOT EXISTS chunk_changes_update AFTER UPDATE OF vector, model,
   INSERT INTO chunk_changes (op, chunk_rowid, model, dim) VALUES (1, new.rowid, new.model, new.dim);
 END;
 `;
+
+/**
+ * Schema 2 → 3: the keyword index changes from FTS5 over the raw text to analysed text. The old
+ * table and its triggers go; SCHEMA makes the new ones and every chunk is analysed again.
+ */
+const DROP_SCHEMA_2_FTS = `
+DROP TRIGGER IF EXISTS chunks_fts_insert;
+DROP TRIGGER IF EXISTS chunks_fts_delete;
+DROP TRIGGER IF EXISTS chunks_fts_update;
+DROP TABLE IF EXISTS chunks_fts;
+`;
+
+/** Weight of the bigram column in BM25 against 1 for the stems: a small proximity boost. */
+export const BIGRAM_WEIGHT = 0.3;
+
+/** One analysis per text although the triggers ask for terms and bigrams separately. */
+let lastAnalysed: { text: string; terms: string; bigrams: string } | null = null;
+function analysed(text: string): { terms: string; bigrams: string } {
+  if (lastAnalysed?.text !== text) {
+    const a = documentTerms(text);
+    lastAnalysed = { text, terms: a.terms.join(' '), bigrams: a.bigrams.join(' ') };
+  }
+  return lastAnalysed;
+}
 
 /** Changes kept in chunk_changes; a reader further behind than this reads every vector again. */
 const CHANGES_KEPT = 100_000;
@@ -216,14 +244,20 @@ function compileCondition(c: FilterExpr & { op: 'cond' }): Sql {
 }
 
 /**
- * Turn free text into a safe FTS5 query: its words, each double-quoted (a quoted string is a
- * phrase, so operators, `*`, `NEAR(` and column filters in the input lose their meaning), joined
- * with OR. Words contain only letters, digits and marks, so they never contain a quote. Returns
- * null when the text has no words.
+ * Turn free text into a safe FTS5 query: its stems and bigrams (see analyse.ts), each
+ * double-quoted (a quoted string is a phrase, so operators, `*`, `NEAR(` and column filters in
+ * the input lose their meaning), joined with OR. Stems contain only letters, digits and marks,
+ * bigrams also `_`, so they never contain a quote. Returns null when the text has no words.
  */
 export function toFtsQuery(text: string): string | null {
-  const terms = queryTerms(text);
-  return terms.length === 0 ? null : terms.map((t) => `"${t}"`).join(' OR ');
+  const { terms, bigrams } = analyseQuery(text);
+  return terms.length === 0 ? null : [...terms, ...bigrams].map((t) => `"${t}"`).join(' OR ');
+}
+
+/** FTS5's BM25 idf of a term found in `n` of `total` rows (bm25() floors it at 1e-6 the same way). */
+function bm25Idf(total: number, n: number): number {
+  const idf = Math.log((total - n + 0.5) / (n + 0.5));
+  return idf > 1e-6 ? idf : 1e-6;
 }
 
 /** Serialise a vector as float32 little-endian bytes. */
@@ -293,6 +327,7 @@ export class SqliteChunkIndex implements ChunkIndex {
       ),
       countDocs: db.prepare<[], { n: number }>('SELECT count(*) AS n FROM documents'),
       countChunks: db.prepare<[], { n: number }>('SELECT count(*) AS n FROM chunks'),
+      termRows: db.prepare<[string], { doc: number }>('SELECT doc FROM chunks_fts_vocab WHERE term = ?'),
       countModel: db.prepare<[string, number], { n: number }>('SELECT count(*) AS n FROM chunks WHERE model = ? AND dim = ?'),
       modelVectors: db.prepare<[string, number], unknown>('SELECT rowid, vector FROM chunks WHERE model = ? AND dim = ?'),
       chunkVector: db.prepare<[number, string, number], { vector: Buffer }>('SELECT vector FROM chunks WHERE rowid = ? AND model = ? AND dim = ?'),
@@ -327,6 +362,9 @@ export class SqliteChunkIndex implements ChunkIndex {
       db.pragma('journal_mode = WAL');
       // NORMAL is durable across process crashes in WAL mode; only an OS crash can lose the last commits.
       db.pragma('synchronous = NORMAL');
+      // The keyword triggers call these: every connection that writes chunks needs them.
+      db.function('ms_terms', { deterministic: true }, (text: unknown) => analysed(String(text)).terms);
+      db.function('ms_bigrams', { deterministic: true }, (text: unknown) => analysed(String(text)).bigrams);
       db.transaction(() => {
         // Checked inside the write lock: the indexer and a gateway may open a new file at the same time.
         const version = db.pragma('user_version', { simple: true }) as number;
@@ -334,7 +372,11 @@ export class SqliteChunkIndex implements ChunkIndex {
           throw new Error(`chunk index schema version ${version} is newer than this code (${SCHEMA_VERSION})`);
         }
         if (version < SCHEMA_VERSION) {
+          if (version > 0 && version < 3) db.exec(DROP_SCHEMA_2_FTS);
           db.exec(SCHEMA);
+          if (version > 0 && version < 3) {
+            db.exec('INSERT INTO chunks_fts (rowid, terms, bigrams) SELECT rowid, ms_terms(text), ms_bigrams(text) FROM chunks');
+          }
           db.pragma(`user_version = ${SCHEMA_VERSION}`);
         }
       }).immediate();
@@ -462,14 +504,29 @@ export class SqliteChunkIndex implements ChunkIndex {
       // Read before anything else in the transaction, so the snapshot the search reads is at
       // least as new as this version: a cache labelled with it can be older, never newer.
       const token = `${this.db.pragma('data_version', { simple: true }) as number}:${this.writeSeq}`;
-      if (q.mode === 'dense') return this.dense(token, q.vector!, q.model!, restrict, limit);
-      if (q.mode === 'keyword') return this.keyword(q.text!, q.model, restrict, limit);
-      const depth = hybridDepth(limit);
-      return rrfFuse(
-        [this.dense(token, q.vector!, q.model!, restrict, depth), this.keyword(q.text!, q.model, restrict, depth)],
-        limit,
-      );
+      for (const force of [false, true]) {
+        // null from hydrate: the in-memory vectors and this snapshot disagree (a commit landed
+        // between the version check and the first read). Reload them from this snapshot, score again.
+        const hits = this.hydrate(this.ranked(q, token, restrict, limit, force));
+        if (hits) return hits;
+      }
+      throw new Error('chunk index: vectors reloaded from this snapshot still disagree with it');
     })();
+  }
+
+  /** Scored row ids, best first, for any mode. */
+  private ranked(q: SearchQuery, token: string, restrict: Sql, limit: number, force: boolean): { id: number; score: number }[] {
+    if (q.mode === 'dense') return this.dense(token, q.vector!, q.model!, restrict, limit, force);
+    if (q.mode === 'keyword') return this.keyword(q.text!, q.model, restrict, limit);
+    const depth = hybridDepth(limit);
+    const keyword = this.keyword(q.text!, q.model, restrict, depth);
+    const dense = this.dense(token, q.vector!, q.model!, restrict, depth, force);
+    const cosines = new Map(dense.map((h) => [h.id, h.score]));
+    // A keyword candidate outside the dense top list still has a cosine: score it exactly, so
+    // fusion does not treat "not among the dense best" as "unrelated".
+    const missing = keyword.filter((h) => !cosines.has(h.id)).map((h) => h.id);
+    for (const [id, c] of this.cosinesOf(token, q.vector!, q.model!, missing)) cosines.set(id, c);
+    return fuseScores(new Map(keyword.map((h) => [h.id, h.score])), cosines, q.fusion ?? DEFAULT_FUSION, limit);
   }
 
   async stats(): Promise<{ documents: number; chunks: number }> {
@@ -537,14 +594,15 @@ export class SqliteChunkIndex implements ChunkIndex {
    * asks SQLite for the rowids that pass, which is cheap: integers only), otherwise from a stream
    * of rowid + vector blob; text and payload are fetched for the k winners only.
    */
-  private dense(token: string, vector: Float32Array, model: string, restrict: Sql, limit: number): SearchHit[] {
-    for (const force of [false, true]) {
-      const m = this.matrix(token, model, vector.length, force);
-      if (!m) break;
-      const hits = this.denseFromMatrix(m, model, vector, restrict, limit);
-      // null: the matrix and this transaction's snapshot disagree (a commit landed between the
-      // version check and the first read). Reload it from this snapshot and score again.
-      if (hits) return hits;
+  private dense(token: string, vector: Float32Array, model: string, restrict: Sql, limit: number, force: boolean): { id: number; score: number }[] {
+    const m = this.matrix(token, model, vector.length, force);
+    if (m) {
+      const scored = this.denseFromMatrix(m, model, vector, restrict, limit);
+      if (scored) return scored;
+      // The matrix lacks a row this snapshot has: reload it and score again.
+      const fresh = this.matrix(token, model, vector.length, true);
+      const again = fresh && this.denseFromMatrix(fresh, model, vector, restrict, limit);
+      if (again) return again;
     }
     const stmt = this.cached(`SELECT c.rowid, c.vector FROM chunks c WHERE c.model = ? AND c.dim = ? AND ${restrict.sql}`);
     const top = new TopK(limit);
@@ -556,10 +614,29 @@ export class SqliteChunkIndex implements ChunkIndex {
         threshold = top.threshold;
       }
     }
-    return this.hydrate(top.sorted()) ?? [];
+    return top.sorted();
   }
 
-  private denseFromMatrix(m: VectorMatrix, model: string, vector: Float32Array, restrict: Sql, limit: number): SearchHit[] | null {
+  /** Cosines of given rows with `vector` (rows of another model or gone are left out). */
+  private cosinesOf(token: string, vector: Float32Array, model: string, rowids: number[]): Map<number, number> {
+    const out = new Map<number, number>();
+    if (rowids.length === 0) return out;
+    const m = this.matrices.get(`${vector.length}\u0000${model}`);
+    const fromMatrix = m !== undefined && m.token === token;
+    for (const id of rowids) {
+      const row = fromMatrix ? m.pos.get(id) : undefined;
+      if (row !== undefined) {
+        out.set(id, dotAt(m!.data, row * vector.length, vector));
+        continue;
+      }
+      const hit = this.stmts.chunkVector.get(id, model, vector.length);
+      if (hit) out.set(id, dotAt(blobVector(hit.vector), 0, vector));
+    }
+    return out;
+  }
+
+  /** Top rows from the in-memory matrix; null when a row that passes the restriction is not in it. */
+  private denseFromMatrix(m: VectorMatrix, model: string, vector: Float32Array, restrict: Sql, limit: number): { id: number; score: number }[] | null {
     const n = vector.length;
     const { data, rowids } = m;
     const top = new TopK(limit);
@@ -595,7 +672,7 @@ export class SqliteChunkIndex implements ChunkIndex {
         }
       }
     }
-    return this.hydrate(top.sorted());
+    return top.sorted();
   }
 
   /**
@@ -675,25 +752,27 @@ export class SqliteChunkIndex implements ChunkIndex {
   }
 
   /**
-   * BM25 over FTS5. The reported score is x / (1 + x) with x = -bm25() (FTS5's bm25 is negative,
-   * more negative is better), which lies in (0, 1) and does not depend on the other hits.
+   * BM25 over FTS5, on an absolute 0..1 scale: BM25 divided by Σ idf of the query's stems, which
+   * is the BM25 of a chunk of average length holding each stem once — so a chunk that has all of
+   * the query scores about 1 (capped there; bigram hits can push it over) and one that shares a
+   * rare word of three scores about a third, whatever the other hits.
    */
-  private keyword(text: string, model: string | undefined, restrict: Sql, limit: number): SearchHit[] {
-    const match = toFtsQuery(text);
-    if (match === null) return [];
+  private keyword(text: string, model: string | undefined, restrict: Sql, limit: number): { id: number; score: number }[] {
+    const { terms, bigrams } = analyseQuery(text);
+    if (terms.length === 0) return [];
+    const match = [...terms, ...bigrams].map((t) => `"${t}"`).join(' OR ');
+    const total = this.stmts.countChunks.get()!.n;
+    let best = 0;
+    for (const t of terms) best += bm25Idf(total, this.stmts.termRows.get(t)?.doc ?? 0);
     const modelSql = model === undefined ? '' : 'AND c.model = ?';
     const stmt = this.cached(
-      `SELECT c.rowid AS rowid, c.document_id AS document_id, c.idx AS idx, c.text AS text,
-                d.container_tags AS container_tags, d.metadata AS metadata, bm25(chunks_fts) AS rank
+      `SELECT c.rowid AS rowid, bm25(chunks_fts, 1.0, ${BIGRAM_WEIGHT}) AS rank
          FROM chunks_fts JOIN chunks c ON c.rowid = chunks_fts.rowid
-         JOIN documents d ON d.document_id = c.document_id
          WHERE chunks_fts MATCH ? ${modelSql} AND ${restrict.sql}
          ORDER BY rank, c.rowid LIMIT ?`,
     );
-    const rows = stmt.all(match, ...(model === undefined ? [] : [model]), ...restrict.params, limit) as (HitRow & {
-      rank: number;
-    })[];
-    return rows.map((r) => toHit(r, normaliseKeywordScore(-r.rank)));
+    const rows = stmt.all(match, ...(model === undefined ? [] : [model]), ...restrict.params, limit) as { rowid: number; rank: number }[];
+    return rows.map((r) => ({ id: r.rowid, score: best > 0 ? Math.min(1, -r.rank / best) : 0 }));
   }
 
   private cached(sql: string): Database.Statement<unknown[], unknown> {

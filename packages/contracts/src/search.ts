@@ -36,6 +36,15 @@ const fraction = (name: string) =>
     .transform((v) => Number(v))
     .pipe(z.number().min(0, `${name} must be at least 0`).max(1, `${name} must be at most 1`));
 
+/**
+ * The default `chunkThreshold` (v3) and `threshold` (v4). Search scores are absolute (0..1, see
+ * docs/search.md): a chunk that shares no word with the query can reach at most the dense
+ * weight (0.3) times its rescaled cosine, so below this sit chunks that are only vaguely similar
+ * — a query about nothing the store holds returns nothing — while a chunk holding one rare
+ * word of a two-word query scores about 0.35.
+ */
+export const DEFAULT_SEARCH_THRESHOLD = 0.2;
+
 const Query = z
   .string({ error: 'q is required and must be a string' })
   .max(MAX_QUERY_CHARS, `q must be at most ${MAX_QUERY_CHARS} characters`)
@@ -51,8 +60,8 @@ export const V3SearchRequest = z
     containerTags: z.array(ContainerTag).max(100).optional(),
     filters: Filters.optional(),
     limit: countish('limit', 1, MAX_SEARCH_LIMIT, 10),
-    /** Chunks whose normalised score is below this are left out; a document with none left is too. */
-    chunkThreshold: fraction('chunkThreshold').default(0),
+    /** Chunks whose score (0..1) is below this are left out; a document with none left is too. */
+    chunkThreshold: fraction('chunkThreshold').default(DEFAULT_SEARCH_THRESHOLD),
     /** Deprecated by the SDK ("ignored"): accepted and ignored, as there. */
     documentThreshold: fraction('documentThreshold').optional(),
     /** Search within one document, named by its id or its customId. */
@@ -138,7 +147,7 @@ export const V4SearchRequest = z
     filters: Filters.optional(),
     limit: countish('limit', 1, MAX_SEARCH_LIMIT, 10),
     /** Hits whose similarity is below this are left out. */
-    threshold: fraction('threshold').default(0),
+    threshold: fraction('threshold').default(DEFAULT_SEARCH_THRESHOLD),
     /**
      * In memstream a memory is a chunk, so the modes search the same thing and differ in the
      * field the text is sent in: `memory` (memories), `chunk` (documents), or both (hybrid).

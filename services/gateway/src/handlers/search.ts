@@ -10,7 +10,7 @@ import {
   type V4SearchResponse,
   type V4SearchResult,
 } from '@memstream/contracts';
-import { RRF_K, tokenize, type ChunkIndex, type SearchHit } from '@memstream/chunk-index';
+import { tokenize, type ChunkIndex, type SearchHit } from '@memstream/chunk-index';
 import type { Embedder } from '@memstream/embedder';
 import { ValidationError, documentIdForCustomId } from '@memstream/kit';
 import type { DocumentView, DocumentViews } from '@memstream/views';
@@ -27,16 +27,13 @@ export interface SearchPorts {
 }
 
 /**
- * The best score hybrid search can give a chunk: rank 1 in both the dense and the keyword list,
- * 2 / (RRF_K + 1). Dividing by it maps RRF scores into 0..1, so `chunkThreshold`, `threshold`,
- * `score` and `similarity` are on the scale the SDK documents. The normalised score is a rank
- * measure, not a cosine: a chunk first in both lists scores 1, a chunk first in only one list
- * 0.5, whatever its absolute similarity.
+ * The index's hybrid score is already on the 0..1 scale the SDK documents for `score`,
+ * `similarity`, `threshold` and `chunkThreshold`, and means the same for every query: about 1 for
+ * a chunk holding the whole query, near 0 for an unrelated one (docs/search.md). This only
+ * guards the bounds against rounding.
  */
-export const BEST_RRF_SCORE = 2 / (RRF_K + 1);
-
-export function normaliseScore(rrf: number): number {
-  return Math.min(1, Math.max(0, rrf / BEST_RRF_SCORE));
+export function normaliseScore(score: number): number {
+  return Math.min(1, Math.max(0, score));
 }
 
 /** Documents a filepath may select before the search refuses and asks for a narrower one. */
@@ -107,7 +104,7 @@ async function scopeOf(ports: SearchPorts, req: { containerTags?: string[] | und
   };
 }
 
-/** Hybrid (dense + keyword, fused by RRF) candidates for `q`, best first. */
+/** Hybrid (keyword + dense, fused by weighted absolute scores) candidates for `q`, best first. */
 async function retrieve(ports: SearchPorts, q: string, scope: Scope, limit: number): Promise<SearchHit[]> {
   // A query without a single word has nothing to match: keyword search finds nothing, and its
   // vector (the embedder's fixed vector for empty text) would rank chunks arbitrarily.
@@ -138,9 +135,10 @@ async function viewsOf(ports: SearchPorts, documentIds: Iterable<string>, tags: 
 /**
  * POST /v3/search: documents, best first, each with its matching chunks.
  *
- * Retrieval is hybrid (dense + keyword, RRF), restricted in the index by tags, filters, docId and
- * filepath. Chunks scoring below `chunkThreshold` (on the normalised 0..1 scale) are dropped; the
- * rest are grouped by document, whose score is its best chunk's; `limit` counts documents.
+ * Retrieval is hybrid (keyword + dense), restricted in the index by tags, filters, docId and
+ * filepath. Chunks scoring below `chunkThreshold` (0..1) are dropped; the rest are grouped by
+ * document, whose score is its best chunk's; `limit` counts documents. Within a document the
+ * matching chunks come best first (then, with onlyMatchingChunks false, their neighbours).
  * `rerank` and `rewriteQuery` are accepted but change nothing: no model for them is configured.
  */
 export async function searchDocuments(ports: SearchPorts, body: unknown, tagScope: TagScope = null): Promise<V3SearchResponse> {
@@ -188,33 +186,29 @@ export async function searchDocuments(ports: SearchPorts, body: unknown, tagScop
   return { results, timing: Math.round(clock() - started), total: results.length };
 }
 
+/** The matching chunks of one document, best first (hits arrive best first from the index). */
 function matchingChunks(matched: SearchHit[]): V3SearchChunk[] {
-  return [...matched].sort((a, b) => a.index - b.index).map((h) => ({ content: h.text, isRelevant: true, score: normaliseScore(h.score) }));
+  return matched.map((h) => ({ content: h.text, isRelevant: true, score: normaliseScore(h.score) }));
 }
 
 /**
- * Each matching chunk with the chunk before and after it, in document order, each chunk once.
- * The neighbours are context for an LLM, not matches: isRelevant false, score 0. This reads the
+ * The matching chunks, best first, then the chunk before and after each of them that did not
+ * match, in document order, as context for an LLM (isRelevant false, score 0). This reads the
  * document's chunks from the index, so it costs one read per result document.
  */
 async function withContext(ports: SearchPorts, documentId: string, matched: SearchHit[]): Promise<V3SearchChunk[]> {
   const all = await ports.index.getDocumentChunks(documentId);
-  const byIndex = new Map(matched.map((h) => [h.index, h]));
+  const matchedIdx = new Set(matched.map((h) => h.index));
   const positions = new Map(all.map((c, i) => [c.index, i]));
-  const keep = new Set<number>();
+  const context = new Set<number>();
   for (const h of matched) {
     const at = positions.get(h.index);
     // The document was re-indexed between the search and this read: keep the match as it was found.
     if (at === undefined) continue;
-    for (const i of [at - 1, at, at + 1]) if (i >= 0 && i < all.length) keep.add(i);
+    for (const i of [at - 1, at + 1]) if (i >= 0 && i < all.length && !matchedIdx.has(all[i]!.index)) context.add(i);
   }
-  const out: Array<V3SearchChunk & { index: number }> = [...keep].map((i) => {
-    const c = all[i]!;
-    const hit = byIndex.get(c.index);
-    return { index: c.index, content: c.text, isRelevant: hit !== undefined, score: hit ? normaliseScore(hit.score) : 0 };
-  });
-  for (const h of matched) if (!positions.has(h.index)) out.push({ index: h.index, content: h.text, isRelevant: true, score: normaliseScore(h.score) });
-  return out.sort((a, b) => a.index - b.index).map(({ content, isRelevant, score }) => ({ content, isRelevant, score }));
+  const neighbours = [...context].sort((a, b) => a - b).map((i) => ({ content: all[i]!.text, isRelevant: false, score: 0 }));
+  return [...matchingChunks(matched), ...neighbours];
 }
 
 /**
@@ -223,8 +217,8 @@ async function withContext(ports: SearchPorts, documentId: string, matched: Sear
  * memstream extracts no separate memories: a memory is a chunk. So every searchMode searches the
  * same chunks, and the mode only decides the field the text is sent in, as the SDK names it:
  * `memory` (memories), `chunk` (documents), both (hybrid, the default here, so a client reading
- * either field finds the text). `similarity` is the normalised hybrid score (0..1); `threshold`
- * drops hits below it. `rerank`, `rewriteQuery` and `aggregate` are accepted but change nothing:
+ * either field finds the text). `similarity` is the hybrid score (0..1, comparable across
+ * queries); `threshold` drops hits below it. `rerank`, `rewriteQuery` and `aggregate` are accepted but change nothing:
  * no model for them is configured.
  */
 export async function searchMemories(ports: SearchPorts, body: unknown, tagScope: TagScope = null): Promise<V4SearchResponse> {

@@ -15,7 +15,7 @@ import { SqliteDocumentViews, type DocumentView } from '@memstream/views';
 import { createApp } from '../app.js';
 import { describeZodError } from '../http/errors.js';
 import type { GatewayPorts } from './documents.js';
-import { BEST_RRF_SCORE, normaliseScore, searchDocuments, searchMemories, type SearchPorts } from './search.js';
+import { normaliseScore, searchDocuments, searchMemories, type SearchPorts } from './search.js';
 
 /** Every field the SDK's SearchDocumentsResponse.Result names (content only with includeFullDocs). */
 const V3_RESULT_FIELDS = ['chunks', 'createdAt', 'documentId', 'metadata', 'score', 'summary', 'title', 'type', 'updatedAt'];
@@ -167,22 +167,45 @@ describe('search handlers over a real SQLite index, view store and hashed embedd
       expect(top).toMatchObject({ title: 'Quokkas', type: 'text', metadata: { kind: 'animal', year: 2021, lang: 'en' }, createdAt: expect.any(String), updatedAt: expect.any(String) });
     });
 
-    it('groups chunks per document: each document once, its chunks in document order, its score its best chunk', async () => {
+    it('groups chunks per document: each document once, its best chunk first, its score its best chunk', async () => {
       const out = await searchDocuments(s.ports, { q: 'quokka', containerTag: 'zoo', limit: 10 });
       const ids = out.results.map((r) => r.documentId);
       expect(new Set(ids).size).toBe(ids.length);
       const quokka = out.results.find((r) => r.documentId === 'doc-quokka')!;
       const contents = quokka.chunks.map((c) => c.content);
-      const order = contents.map((c) => ['The quokka', 'Visitors', 'Every quokka', 'The island'].findIndex((p) => c.startsWith(p)));
-      expect(order).toEqual([...order].sort((a, b) => a - b));
-      expect(quokka.score).toBe(Math.max(...quokka.chunks.map((c) => c.score)));
+      const scores = quokka.chunks.map((c) => c.score);
+      expect(scores).toEqual([...scores].sort((a, b) => b - a));
+      expect(quokka.score).toBe(scores[0]);
       // Both chunks that hold the word are among them, and are relevant.
       expect(contents.some((c) => c.startsWith('The quokka'))).toBe(true);
       expect(contents.some((c) => c.startsWith('Every quokka'))).toBe(true);
       expect(quokka.chunks.every((c) => c.isRelevant)).toBe(true);
       // Results are ordered by score.
-      const scores = out.results.map((r) => r.score);
-      expect(scores).toEqual([...scores].sort((a, b) => b - a));
+      const docScores = out.results.map((r) => r.score);
+      expect(docScores).toEqual([...docScores].sort((a, b) => b - a));
+    });
+
+    it("puts a document's best chunk first, even when it comes late in the document", async () => {
+      const out = await searchDocuments(s.ports, { q: 'salt lakes pink water', docId: 'doc-quokka', chunkThreshold: 0 });
+      const chunks = out.results[0]!.chunks;
+      expect(chunks[0]!.content).toBe('The island also has salt lakes and pink water.');
+      expect(chunks[0]!.score).toBe(Math.max(...chunks.map((c) => c.score)));
+      expect(chunks.length).toBeGreaterThan(1);
+    });
+
+    it('a query about nothing the store holds returns nothing at the default threshold', async () => {
+      for (const q of ['quantum chromodynamics lattice gauge', 'mortgage refinancing interest rates']) {
+        expect((await searchDocuments(s.ports, { q })).results, q).toEqual([]);
+        expect((await searchMemories(s.ports, { q })).results, q).toEqual([]);
+        // Not for lack of candidates: without a threshold the dense list still returns chunks.
+        expect((await searchMemories(s.ports, { q, threshold: 0 })).results.length, q).toBeGreaterThan(0);
+      }
+    });
+
+    it('a near-exact match scores near 1', async () => {
+      const out = await searchMemories(s.ports, { q: 'A wombat digs long burrows with strong claws' });
+      expect(out.results[0]!.memory).toBe('A wombat digs long burrows with strong claws.');
+      expect(out.results[0]!.similarity).toBeGreaterThan(0.9);
     });
 
     it('limit counts documents', async () => {
@@ -190,28 +213,25 @@ describe('search handlers over a real SQLite index, view store and hashed embedd
       expect(out.results).toHaveLength(2);
     });
 
-    it('chunkThreshold drops chunks below it on the normalised scale, and documents left with none', async () => {
+    it('chunkThreshold drops chunks below it, and documents left with none', async () => {
       const all = await searchDocuments(s.ports, { q: 'wombat burrows', chunkThreshold: 0 });
       // Every chunk of the store is a dense candidate, so without a threshold every document comes back.
       expect(all.results.map((r) => r.documentId).sort()).toEqual([documentIdForCustomId('kettle-notes'), 'doc-quokka', 'doc-teapot', 'doc-wombat'].sort());
-      // Above 0.5 a chunk must rank in both the dense and the keyword list: only chunks with a query word.
-      const strict = await searchDocuments(s.ports, { q: 'wombat burrows', chunkThreshold: 0.51 });
+      // A chunk sharing no word with the query scores at most the dense weight (0.3).
+      const strict = await searchDocuments(s.ports, { q: 'wombat burrows', chunkThreshold: 0.31 });
       expect(strict.results.map((r) => r.documentId)).toEqual(['doc-wombat']);
       for (const c of strict.results.flatMap((r) => r.chunks)) {
-        expect(c.score).toBeGreaterThanOrEqual(0.51);
+        expect(c.score).toBeGreaterThanOrEqual(0.31);
         expect(c.content.toLowerCase()).toMatch(/wombat|burrows/);
       }
-      // 1 is only reachable by a chunk first in both lists.
-      const best = await searchDocuments(s.ports, { q: 'wombat burrows', chunkThreshold: 1 });
+      const best = await searchDocuments(s.ports, { q: 'wombat burrows', chunkThreshold: 0.8 });
       expect(best.results.flatMap((r) => r.chunks).map((c) => c.content)).toEqual(['A wombat digs long burrows with strong claws.']);
-      expect(best.results[0]!.score).toBe(1);
     });
 
-    it('normalises RRF by the best possible score 2/(60+1)', () => {
-      expect(BEST_RRF_SCORE).toBeCloseTo(2 / 61, 12);
-      expect(normaliseScore(2 / 61)).toBe(1);
-      expect(normaliseScore(1 / 61)).toBeCloseTo(0.5, 12);
-      expect(normaliseScore(0)).toBe(0);
+    it('keeps scores within 0..1', () => {
+      expect(normaliseScore(1.0000001)).toBe(1);
+      expect(normaliseScore(0.42)).toBe(0.42);
+      expect(normaliseScore(-1e-9)).toBe(0);
     });
 
     it('docId restricts to one document, by id or by customId; an unknown one finds nothing', async () => {
@@ -225,12 +245,12 @@ describe('search handlers over a real SQLite index, view store and hashed embedd
 
     it('filters are pushed down: a filtered search fills its limit even when better chunks fail the filter', async () => {
       const fr: FilterInput = { AND: [{ key: 'lang', value: 'fr' }] };
-      const out = await searchDocuments(s.ports, { q: 'quokka quokka quokka', filters: fr, limit: 1 });
+      const out = await searchDocuments(s.ports, { q: 'quokka quokka quokka', filters: fr, limit: 1, chunkThreshold: 0 });
       // The query names a document that fails the filter; the one that passes still comes back.
       expect(out.results.map((r) => r.documentId)).toEqual(['doc-teapot']);
-      const numeric = await searchDocuments(s.ports, { q: 'animal', filters: { AND: [{ key: 'year', value: '2020', filterType: 'numeric', numericOperator: '>' }] } });
+      const numeric = await searchDocuments(s.ports, { q: 'animal', chunkThreshold: 0, filters: { AND: [{ key: 'year', value: '2020', filterType: 'numeric', numericOperator: '>' }] } });
       expect(numeric.results.map((r) => r.documentId)).toEqual(['doc-quokka']);
-      const asString = await searchDocuments(s.ports, { q: 'animal', filters: JSON.stringify({ OR: [{ key: 'kind', value: 'OBJECT', ignoreCase: true }] }) });
+      const asString = await searchDocuments(s.ports, { q: 'animal', chunkThreshold: 0, filters: JSON.stringify({ OR: [{ key: 'kind', value: 'OBJECT', ignoreCase: true }] }) });
       expect(asString.results.map((r) => r.documentId).sort()).toEqual([documentIdForCustomId('kettle-notes'), 'doc-teapot'].sort());
     });
 
@@ -250,12 +270,13 @@ describe('search handlers over a real SQLite index, view store and hashed embedd
     });
 
     it('onlyMatchingChunks: false adds the neighbours of each match as context (isRelevant false)', async () => {
-      const only = await searchDocuments(s.ports, { q: 'ferry Fremantle', docId: 'doc-quokka', chunkThreshold: 0.51 });
+      const only = await searchDocuments(s.ports, { q: 'ferry Fremantle', docId: 'doc-quokka', chunkThreshold: 0.31 });
       expect(only.results[0]!.chunks.map((c) => c.content)).toEqual(['Visitors arrive by ferry from Fremantle in the morning.']);
-      const ctx = await searchDocuments(s.ports, { q: 'ferry Fremantle', docId: 'doc-quokka', chunkThreshold: 0.51, onlyMatchingChunks: false });
+      const ctx = await searchDocuments(s.ports, { q: 'ferry Fremantle', docId: 'doc-quokka', chunkThreshold: 0.31, onlyMatchingChunks: false });
+      // The match first, then its neighbours in document order.
       expect(ctx.results[0]!.chunks).toEqual([
-        { content: 'The quokka is a small marsupial that lives on Rottnest Island.', isRelevant: false, score: 0 },
         { content: 'Visitors arrive by ferry from Fremantle in the morning.', isRelevant: true, score: only.results[0]!.chunks[0]!.score },
+        { content: 'The quokka is a small marsupial that lives on Rottnest Island.', isRelevant: false, score: 0 },
         { content: 'Every quokka seems to smile for the cameras of tourists.', isRelevant: false, score: 0 },
       ]);
     });
@@ -295,12 +316,13 @@ describe('search handlers over a real SQLite index, view store and hashed embedd
         id: 'doc-teapot:1',
         memory: 'A cast iron teapot keeps tea hot for an hour.',
         chunk: 'A cast iron teapot keeps tea hot for an hour.',
-        similarity: 1,
+        similarity: expect.any(Number),
         metadata: { kind: 'object', year: 2020, lang: 'fr' },
         updatedAt: expect.any(String),
         filepath: '/notes/kitchen/teapot.md',
         documents: [{ id: 'doc-teapot', title: 'Teapots', type: 'text', metadata: { kind: 'object', year: 2020, lang: 'fr' }, createdAt: expect.any(String), updatedAt: expect.any(String) }],
       });
+      expect(top.similarity).toBeGreaterThan(0.7);
       expect(hybrid.total).toBe(hybrid.results.length);
       const sims = hybrid.results.map((r) => r.similarity);
       expect(sims).toEqual([...sims].sort((a, b) => b - a));
@@ -314,10 +336,10 @@ describe('search handlers over a real SQLite index, view store and hashed embedd
     });
 
     it('limit and threshold', async () => {
-      expect((await searchMemories(s.ports, { q: 'quokka', limit: 3 })).results).toHaveLength(3);
-      const strict = await searchMemories(s.ports, { q: 'quokka', threshold: 0.51 });
+      expect((await searchMemories(s.ports, { q: 'quokka', limit: 3, threshold: 0 })).results).toHaveLength(3);
+      const strict = await searchMemories(s.ports, { q: 'quokka', threshold: 0.31 });
       expect(strict.results.map((r) => r.id).sort()).toEqual(['doc-quokka:0', 'doc-quokka:2']);
-      for (const r of strict.results) expect(r.similarity).toBeGreaterThanOrEqual(0.51);
+      for (const r of strict.results) expect(r.similarity).toBeGreaterThanOrEqual(0.31);
     });
 
     it('include: chunks embeds the hit, summaries adds summary, relatedMemories an empty context', async () => {
@@ -335,9 +357,9 @@ describe('search handlers over a real SQLite index, view store and hashed embedd
       for (const id of decoys) await s.add({ id, tags: ['zoo'], metadata: { lang: 'en' }, chunks: ['quokka island quokka island'] });
       try {
         const fr: FilterInput = { AND: [{ key: 'lang', value: 'fr' }] };
-        const v4 = await searchMemories(s.ports, { q: 'quokka island', limit: 2, filters: fr });
+        const v4 = await searchMemories(s.ports, { q: 'quokka island', limit: 2, filters: fr, threshold: 0 });
         expect(v4.results.map((r) => r.id).sort()).toEqual(['doc-teapot:0', 'doc-teapot:1']);
-        const v3 = await searchDocuments(s.ports, { q: 'quokka island', limit: 1, filters: fr });
+        const v3 = await searchDocuments(s.ports, { q: 'quokka island', limit: 1, filters: fr, chunkThreshold: 0 });
         expect(v3.results.map((r) => r.documentId)).toEqual(['doc-teapot']);
         // Unfiltered, the decoys are what comes first.
         const open = await searchMemories(s.ports, { q: 'quokka island', limit: 2 });
@@ -418,7 +440,7 @@ describe('container-tag isolation across three tags (property)', () => {
         async (words, tags, single, limit, parity) => {
           const q = words.join(' ');
           const filters = parity ? { AND: [{ key: 'parity', value: parity }] } : undefined;
-          const v3 = await searchDocuments(s.ports, { q, ...(single ? { containerTag: tags[0] } : { containerTags: tags }), limit, ...(filters ? { filters } : {}) });
+          const v3 = await searchDocuments(s.ports, { q, ...(single ? { containerTag: tags[0] } : { containerTags: tags }), limit, chunkThreshold: 0, ...(filters ? { filters } : {}) });
           const v4 = await searchMemories(s.ports, { q, containerTag: tags[0], limit, ...(filters ? { filters } : {}) });
           const asked3 = single ? [tags[0]!] : tags;
           for (const r of v3.results) {
@@ -431,7 +453,7 @@ describe('container-tag isolation across three tags (property)', () => {
             if (parity) expect(r.metadata?.parity).toBe(parity);
           }
           // Completeness: the hashed embedder gives every chunk in scope a dense rank, so a
-          // scope with documents never answers empty.
+          // scope with documents never answers empty without a threshold.
           const inScope = [...tagsOf].filter(([id, t]) => t.some((x) => asked3.includes(x as (typeof TAGS)[number])) && (!parity || (Number(id.slice(4)) % 2 === 0) === (parity === 'even')));
           expect(v3.results.length).toBe(Math.min(limit, inScope.length));
         },
@@ -441,7 +463,7 @@ describe('container-tag isolation across three tags (property)', () => {
   });
 
   it('without a tag, search spans every tag', async () => {
-    const out = await searchDocuments(s.ports, { q: 'harbour lantern', limit: 100 });
+    const out = await searchDocuments(s.ports, { q: 'harbour lantern', limit: 100, chunkThreshold: 0 });
     const seen = new Set(out.results.flatMap((r) => tagsOf.get(r.documentId)!));
     expect([...seen].sort()).toEqual([...TAGS]);
     expect(out.results).toHaveLength(36);

@@ -93,7 +93,7 @@ export function openApiDocument(): object {
           description: [
             'Hybrid retrieval: dense (the configured embedding model) and keyword (BM25) rankings fused by reciprocal rank fusion.',
             'containerTag/containerTags (any of), filters, docId and filepath restrict the search before ranking; a search never returns a document of another tag.',
-            'Scores are RRF scores divided by the best possible one, 2/(60+1), so they lie in 0..1: 1 is first in both rankings, 0.5 first in one only. chunkThreshold applies to that score; a document scores its best chunk.',
+            'Scores lie in 0..1 and mean the same for every query (docs/search.md): 0.7 × the keyword score (BM25 over the best BM25 the query can reach) + 0.3 × the cosine rescaled from 0.2..1 to 0..1. chunkThreshold (default 0.2) applies to that score; a document scores its best chunk, and its matching chunks come best first.',
             'onlyMatchingChunks (default true): false adds the chunk before and after each match (isRelevant false, score 0).',
             'includeSummary gives summary (null: memstream has no summariser). documentThreshold and categoriesFilter are deprecated and ignored.',
             'rerank and rewriteQuery are accepted but do nothing: no reranking or query-rewriting model is configured.',
@@ -108,7 +108,7 @@ export function openApiDocument(): object {
           description: [
             'In memstream a memory is a chunk: no separate memory extraction exists. Every searchMode searches the same chunks; the mode picks the field the text is sent in:',
             'memory (memories), chunk (documents), or both (hybrid, the default).',
-            'Retrieval and scores are as for /v3/search: similarity is the RRF score divided by 2/(60+1), in 0..1, and threshold (default 0) drops hits below it.',
+            'Retrieval and scores are as for /v3/search: similarity is the hybrid score in 0..1, comparable across queries, and threshold (default 0.2) drops hits below it, so a query about nothing the store holds returns nothing.',
             'Each hit has id <documentId>:<chunk index>, and its document in documents[0]. include.chunks adds the hit as chunks[0]; include.relatedMemories adds an empty context (memstream keeps no relations); include.summaries adds summary (null).',
             'rerank, rewriteQuery and aggregate are accepted but do nothing: no model for them is configured. include.forgottenMemories changes nothing: memstream forgets nothing on its own.',
           ].join(' '),

@@ -1,0 +1,99 @@
+/**
+ * Text analysis for keyword search, shared by every adapter so a word means the same thing in
+ * SQLite and in Qdrant: words (as FTS5's unicode61 sees them, diacritics folded), Porter2 stems,
+ * English stop words dropped from queries, and word bigrams for a small proximity boost.
+ */
+import stemWord from 'wink-porter2-stemmer';
+
+/** At most this many distinct words of a keyword query are used: bounds the cost of one query. */
+export const MAX_QUERY_TERMS = 32;
+
+/**
+ * The words of a text, lower-cased, in order (with repeats). A word is a run of letters, digits
+ * and combining marks — the same notion of a token as FTS5's unicode61 tokenizer, so the words
+ * we quote into an FTS5 query are words FTS5 also indexed.
+ */
+export function tokenize(text: string): string[] {
+  return text.toLowerCase().match(/[\p{L}\p{N}\p{M}]+/gu) ?? [];
+}
+
+/**
+ * English function words (the NLTK list, which is what the experiments behind issue 13 used).
+ * They carry almost no BM25 weight but make an OR query match most of the index, which is what
+ * made keyword search slow: "number of last error" scored every chunk containing "of". Documents
+ * still index them; queries drop them.
+ */
+export const STOPWORDS: ReadonlySet<string> = new Set(
+  (
+    'i me my myself we our ours ourselves you your yours yourself yourselves he him his himself she her hers herself ' +
+    'it its itself they them their theirs themselves what which who whom this that these those am is are was were be ' +
+    'been being have has had having do does did doing a an the and but if or because as until while of at by for with ' +
+    'about against between into through during before after above below to from up down in out on off over under ' +
+    'again further then once here there when where why how all any both each few more most other some such no nor not ' +
+    'only own same so than too very s t can will just don should now d ll m o re ve y'
+  ).split(' '),
+);
+
+const STEMS = new Map<string, string>();
+const STEM_CACHE_MAX = 200_000;
+
+/**
+ * The Porter2 stem of a lower-case word, memoised (a corpus has far fewer distinct words than
+ * words). Words with digits or non-Latin letters are kept as they are: the stemmer is English.
+ */
+export function stem(word: string): string {
+  let s = STEMS.get(word);
+  if (s !== undefined) return s;
+  s = /^[a-z]+$/.test(word) ? stemWord(word) || word : word;
+  if (STEMS.size >= STEM_CACHE_MAX) STEMS.clear();
+  STEMS.set(word, s);
+  return s;
+}
+
+/** Diacritics folded (é → e), as FTS5's `remove_diacritics 2`. */
+function fold(word: string): string {
+  return /[^\u0000-\u007f]/.test(word) ? word.normalize('NFD').replace(/\p{M}+/gu, '') || word : word;
+}
+
+/** The analysed words of a text in order: folded, stemmed; `stop` marks a stop word. */
+function analyse(text: string): { term: string; stop: boolean }[] {
+  return tokenize(text).map((w) => {
+    const f = fold(w);
+    return { term: stem(f), stop: STOPWORDS.has(f) };
+  });
+}
+
+/**
+ * Adjacent pairs of content words, stop words skipped ("list of the directory contents" gives
+ * list_directori, directori_content), joined by `_`: one token for FTS5 with `tokenchars '_'`.
+ */
+function bigramsOf(words: { term: string; stop: boolean }[]): string[] {
+  const content = words.filter((w) => !w.stop).map((w) => w.term);
+  const out: string[] = [];
+  for (let i = 0; i + 1 < content.length; i++) out.push(`${content[i]}_${content[i + 1]}`);
+  return out;
+}
+
+/** What a chunk contributes to the keyword index: its stems (stop words included) and its bigrams. */
+export function documentTerms(text: string): { terms: string[]; bigrams: string[] } {
+  const words = analyse(text);
+  return { terms: words.map((w) => w.term), bigrams: bigramsOf(words) };
+}
+
+/**
+ * The distinct stems of a query, capped at MAX_QUERY_TERMS, without stop words — unless the
+ * query is nothing but stop words ("to be or not to be"), which is then searched as it is — and
+ * the bigrams of its content words.
+ */
+export function analyseQuery(text: string): { terms: string[]; bigrams: string[] } {
+  const words = analyse(text);
+  const content = words.filter((w) => !w.stop);
+  const terms = [...new Set((content.length ? content : words).map((w) => w.term))].slice(0, MAX_QUERY_TERMS);
+  const bigrams = [...new Set(bigramsOf(words))].slice(0, MAX_QUERY_TERMS);
+  return { terms, bigrams };
+}
+
+/** The distinct stems of a query (see analyseQuery). */
+export function queryTerms(text: string): string[] {
+  return analyseQuery(text).terms;
+}
