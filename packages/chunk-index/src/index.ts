@@ -6,7 +6,7 @@ export * from './port.js';
 export * from './sqlite.js';
 export * from './qdrant.js';
 export * from './qdrant-translate.js';
-export { DEFAULT_FUSION, denseScale, hybridDepth, normaliseKeywordScore, queryTerms, tokenize, type Fusion } from './shared.js';
+export { RRF_K, DEFAULT_FUSION, denseScale, hybridDepth, normaliseKeywordScore, queryTerms, tokenize, type Fusion } from './shared.js';
 export { STOPWORDS, analyseQuery, documentTerms, stem } from './analyse.js';
 
 /**

@@ -5,6 +5,12 @@ import { MAX_QUERY_TERMS, queryTerms, tokenize } from './analyse.js';
 
 export { MAX_QUERY_TERMS, queryTerms, tokenize };
 
+/**
+ * The reciprocal-rank-fusion constant. Chunk search no longer uses RRF (see Fusion); kept for the
+ * memory store, which fuses its own two lists that way.
+ */
+export const RRF_K = 60;
+
 /** How many candidates each side of a hybrid search contributes before fusion. */
 export function hybridDepth(limit: number): number {
   return Math.max(limit * 4, 50);

@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import type { SearchHit } from './port.js';
 import { analyseQuery, documentTerms } from './analyse.js';
 import { DEFAULT_FUSION, TopK, denseScale, dotAt, fuseHitLists, metadataFacets, normaliseKeywordScore, queryTerms, tokenize } from './shared.js';
-import { toFtsQuery } from './sqlite.js';
+import { toFtsQuery, toStemmedFtsQuery } from './sqlite.js';
 
 const hit = (documentId: string, index = 0): SearchHit => ({ documentId, index, text: '', score: 0, containerTags: [], metadata: {} });
 
@@ -29,8 +29,11 @@ describe('keyword query text', () => {
   });
 
   it('builds FTS5 queries of quoted stems and bigrams joined by OR, or null without words', () => {
-    expect(toFtsQuery('NEAR(foo "bar" AND baz*')).toBe('"near" OR "foo" OR "bar" OR "baz" OR "near_foo" OR "foo_bar" OR "bar_baz"');
-    for (const text of ['', '   ', '"', '*', '()', '"""', ':^-+']) expect(toFtsQuery(text)).toBeNull();
+    expect(toStemmedFtsQuery('NEAR(foo "bar" AND baz*')).toBe('"near" OR "foo" OR "bar" OR "baz" OR "near_foo" OR "foo_bar" OR "bar_baz"');
+    for (const text of ['', '   ', '"', '*', '()', '"""', ':^-+']) expect(toStemmedFtsQuery(text)).toBeNull();
+    // For raw-text FTS5 tables (the memory store): words, unstemmed.
+    expect(toFtsQuery('Listing the directories')).toBe('"listing" OR "directories"');
+    for (const text of ['', '"', '()']) expect(toFtsQuery(text)).toBeNull();
   });
 
   it('normalises raw keyword scores into (0, 1), monotonically', () => {

@@ -4,7 +4,7 @@ import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import type { FilterExpr, Metadata } from '@memstream/contracts';
 import type { ChunkIndex, ReplaceDocumentInput, SearchHit, SearchQuery, StoredChunk } from './port.js';
-import { analyseQuery, documentTerms } from './analyse.js';
+import { MAX_QUERY_TERMS, STOPWORDS, analyseQuery, documentTerms, tokenize } from './analyse.js';
 import {
   DEFAULT_FUSION,
   TopK,
@@ -244,14 +244,26 @@ function compileCondition(c: FilterExpr & { op: 'cond' }): Sql {
 }
 
 /**
- * Turn free text into a safe FTS5 query: its stems and bigrams (see analyse.ts), each
- * double-quoted (a quoted string is a phrase, so operators, `*`, `NEAR(` and column filters in
- * the input lose their meaning), joined with OR. Stems contain only letters, digits and marks,
- * bigrams also `_`, so they never contain a quote. Returns null when the text has no words.
+ * Turn free text into a safe FTS5 query of this index (analysed columns): its stems and bigrams
+ * (see analyse.ts), each double-quoted (a quoted string is a phrase, so operators, `*`, `NEAR(`
+ * and column filters in the input lose their meaning), joined with OR. Stems contain only
+ * letters, digits and marks, bigrams also `_`, so they never contain a quote. Returns null when
+ * the text has no words.
  */
-export function toFtsQuery(text: string): string | null {
+export function toStemmedFtsQuery(text: string): string | null {
   const { terms, bigrams } = analyseQuery(text);
   return terms.length === 0 ? null : [...terms, ...bigrams].map((t) => `"${t}"`).join(' OR ');
+}
+
+/**
+ * The same for an FTS5 table over raw text with its own tokenizer (the memory store's, which
+ * stems with FTS5's `porter`): the query's distinct words, stop words left out, unstemmed.
+ */
+export function toFtsQuery(text: string): string | null {
+  const words = [...new Set(tokenize(text))];
+  const content = words.filter((w) => !STOPWORDS.has(w));
+  const terms = (content.length ? content : words).slice(0, MAX_QUERY_TERMS);
+  return terms.length === 0 ? null : terms.map((t) => `"${t}"`).join(' OR ');
 }
 
 /** FTS5's BM25 idf of a term found in `n` of `total` rows (bm25() floors it at 1e-6 the same way). */
@@ -758,9 +770,9 @@ export class SqliteChunkIndex implements ChunkIndex {
    * rare word of three scores about a third, whatever the other hits.
    */
   private keyword(text: string, model: string | undefined, restrict: Sql, limit: number): { id: number; score: number }[] {
-    const { terms, bigrams } = analyseQuery(text);
+    const { terms } = analyseQuery(text);
     if (terms.length === 0) return [];
-    const match = [...terms, ...bigrams].map((t) => `"${t}"`).join(' OR ');
+    const match = toStemmedFtsQuery(text)!;
     const total = this.stmts.countChunks.get()!.n;
     let best = 0;
     for (const t of terms) best += bm25Idf(total, this.stmts.termRows.get(t)?.doc ?? 0);
