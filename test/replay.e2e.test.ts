@@ -175,9 +175,9 @@ describe('replay: index rebuild, re-drive, model switch', () => {
       const indexed = await lastEvent(bus, id, 'indexed');
       expect(indexed?.event.revision).toBe(v.revision);
     }
-    const extractorLines = stack.logs.slice(logsBefore).filter((l) => l.startsWith('extractor ') && l.includes('re-emitting the extracted text'));
+    const extractorLines = stack.logs.slice(logsBefore).filter((l) => l.startsWith('extractor ') && l.includes('re-emitting the extracted output'));
     expect(extractorLines).toHaveLength(2);
-    const chunkerLines = stack.logs.slice(logsBefore).filter((l) => l.startsWith('chunker ') && l.includes('re-emitting the chunks'));
+    const chunkerLines = stack.logs.slice(logsBefore).filter((l) => l.startsWith('chunker ') && l.includes('re-emitting the chunked output'));
     expect(chunkerLines).toHaveLength(2);
     for (const k of ['b1', 'b2', 'bad']) expect((await view(ids[k]!)).revision, k).toBe(before[k]);
     // Search still finds the re-driven documents.

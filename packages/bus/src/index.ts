@@ -2,6 +2,8 @@ export * from './connect.js';
 export * from './topology.js';
 export * from './events.js';
 export * from './runner.js';
+export * from './decide.js';
+export * from './stage.js';
 export * from './pull-loop.js';
 export * from './blobs.js';
 export * from './worker.js';

@@ -7,6 +7,7 @@ import type { Bus } from './connect.js';
 import { busTelemetry, decodeEvent, follow, headersToRecord, latestRevision, publishEvent, type ConsumeResult } from './events.js';
 import { DEFAULT_POLICIES } from './topology.js';
 import { pullLoop } from './pull-loop.js';
+import { decide, defaultBackoff, failureSignature, type Decision } from './decide.js';
 
 export interface HandlerContext {
   /** Where the message stands in the stream and how often it was delivered. */
@@ -53,52 +54,15 @@ export interface RunningConsumer {
   done: Promise<void>;
 }
 
-/** Exponential backoff with ±20% jitter: 0.5 s, 1 s, 2 s ... capped at 30 s. */
-export function defaultBackoff(deliveryCount: number): number {
-  const base = Math.min(30_000, 500 * 2 ** Math.max(0, deliveryCount - 1));
-  return Math.round(base * (0.8 + Math.random() * 0.4));
-}
-
-// JetStreamNotEnabled: what @nats-io/jetstream throws when its API requests find no responder
-// after its own retries — a server that is restarting, not one without JetStream.
-const TRANSIENT_NAMES = new Set(['TimeoutError', 'AbortError', 'ClosedConnectionError', 'ConnectionError', 'DrainingConnectionError', 'NoRespondersError', 'RequestError', 'JetStreamNotEnabled']);
-const TRANSIENT_CODES = new Set(['ECONNRESET', 'ECONNREFUSED', 'ECONNABORTED', 'ETIMEDOUT', 'EPIPE', 'EHOSTUNREACH', 'ENETUNREACH', 'EAI_AGAIN', 'UND_ERR_SOCKET', 'UND_ERR_CONNECT_TIMEOUT', 'UND_ERR_HEADERS_TIMEOUT', 'UND_ERR_BODY_TIMEOUT']);
-const TRANSIENT_TEXT = /timed? ?out|timeout|ECONN|EPIPE|EAI_AGAIN|socket hang up|fetch failed|unreachable|unavailable|temporar|connection (?:closed|reset|refused)|no responders/i;
-
-/**
- * Whether an error says "a dependency is away or slow" (retry later) rather than "this input
- * breaks the code": a RetryableError, a network or timeout error (by name, code or message),
- * anywhere in its cause chain.
- */
-export function isTransientError(err: unknown): boolean {
-  for (let e = err, depth = 0; e && depth < 5; e = (e as { cause?: unknown }).cause, depth++) {
-    if (e instanceof RetryableError) return true;
-    const { name, code, message } = e as { name?: unknown; code?: unknown; message?: unknown };
-    if (typeof name === 'string' && TRANSIENT_NAMES.has(name)) return true;
-    if (typeof code === 'string' && TRANSIENT_CODES.has(code)) return true;
-    if (TRANSIENT_TEXT.test(typeof message === 'string' ? message : String(e))) return true;
-  }
-  return false;
-}
-
-/** The kind of failure an attempt ended in: the error's class and its message without numbers (ids, sizes, times vary). */
-function failureSignature(err: unknown): string {
-  const name = err instanceof Error ? err.constructor.name || err.name : typeof err;
-  return `${name}: ${errorMessage(err).replace(/\d+/g, '#').slice(0, 300)}`;
-}
-
 /**
  * The consumer runner: one durable pull consumer, explicit acks, bounded concurrency.
  * Acks are confirmed by the server (ackAck), so when stop() returns every finished message is
  * known acked and every unfinished one is not.
- * Mapping of outcomes (the one place it is decided):
+ * Outcomes:
  * - handler returns → publish its events, ack;
  * - stale revision or deleted document → ack without work;
- * - PermanentError / invalid data → publish `failed` (permanent or poison), ack;
- * - any other error → nak with backoff; on the last allowed delivery → `failed`, a copy to
- *   DEAD_LETTERS, ack. The class is `poison` when every delivery this process saw failed with
- *   the same non-transient error (the input breaks the code, say a parser bug: retrying cannot
- *   help), else `exhausted` (a dependency stayed away, or the failures differed);
+ * - the handler throws → what `decide` (decide.ts, the one place it is decided) says: nak with
+ *   a delay, or `failed` (a copy to DEAD_LETTERS unless the input was simply bad), then ack;
  * - an undecodable message → copy to DEAD_LETTERS, term.
  */
 export function runConsumer(opts: RunnerOptions): RunningConsumer {
@@ -131,9 +95,9 @@ export function runConsumer(opts: RunnerOptions): RunningConsumer {
     await bus.js.publish(deadLetterSubject(name, documentId), m.data, { msgID: `dead:${name}:${m.seq}`, headers: h });
   }
 
-  async function fail(event: DocumentEvent, m: JsMsg, cls: FailureClass, reason: string, ctx: HandlerContext): Promise<void> {
-    if (cls !== 'permanent') await deadLetter(m, event.documentId, reason);
-    if (opts.stage) await ctx.emit(follow(event, 'document.failed.v1', { stage: opts.stage, reason, class: cls }, 99));
+  async function fail(event: DocumentEvent, m: JsMsg, d: Extract<Decision, { action: 'fail' }>, ctx: HandlerContext): Promise<void> {
+    if (d.deadLetter) await deadLetter(m, event.documentId, d.reason);
+    if (opts.stage) await ctx.emit(follow(event, 'document.failed.v1', { stage: opts.stage, reason: d.reason, class: d.class }, 99));
   }
 
   async function processOne(m: JsMsg): Promise<void> {
@@ -205,28 +169,20 @@ export function runConsumer(opts: RunnerOptions): RunningConsumer {
     } catch (err) {
       const reason = errorMessage(err);
       try {
-        if (err instanceof PermanentError || err instanceof ZodError) {
-          const cls: FailureClass = err instanceof PermanentError ? err.failureClass : 'poison';
-          mlog.warn({ reason, class: cls }, 'permanent failure');
-          await fail(event, m, cls, reason, ctx);
-          await m.ackAck();
-          return { outcome: 'failed', failureClass: cls, reason, ...about };
-        } else if (deliveryCount >= maxDeliver) {
-          const seen = remember(m.seq, failureSignature(err));
-          const poison = !isTransientError(err) && seen.every((s) => s === seen[0]);
-          const cls: FailureClass = poison ? 'poison' : 'exhausted';
-          mlog.error({ reason, maxDeliver, class: cls, seenAttempts: seen.length }, 'retries exhausted: failed and dead-lettered');
-          await fail(event, m, cls, poison ? `${reason} (the same error on every one of ${deliveryCount} attempts)` : `${reason} (after ${deliveryCount} attempts)`, ctx);
-          await m.ackAck();
-          attempts.delete(m.seq);
-          return { outcome: 'dead-lettered', failureClass: cls, reason, ...about };
-        } else {
+        const earlier = attempts.get(m.seq) ?? [];
+        const d = decide({ error: err, deliveryCount, maxDeliver, earlier }, backoff);
+        if (d.action === 'nak') {
           remember(m.seq, failureSignature(err));
-          const delay = backoff(deliveryCount);
-          mlog.warn({ reason, delayMs: delay, transient: isTransientError(err) }, 'failure: retrying');
-          m.nak(delay);
+          mlog.warn({ reason, delayMs: d.delayMs, transient: d.transient }, 'failure: retrying');
+          m.nak(d.delayMs);
           return { outcome: 'retried', reason, ...about };
         }
+        if (d.lastAttempt) mlog.error({ reason, maxDeliver, class: d.class, seenAttempts: earlier.length + 1 }, 'retries exhausted: failed and dead-lettered');
+        else mlog.warn({ reason, class: d.class }, 'permanent failure');
+        await fail(event, m, d, ctx);
+        await m.ackAck();
+        attempts.delete(m.seq);
+        return { outcome: d.lastAttempt ? 'dead-lettered' : 'failed', failureClass: d.class, reason, ...about };
       } catch (e2) {
         // Could not even record the failure (broker away): let it come back.
         mlog.warn({ err: errorMessage(e2) }, 'could not record failure: retrying');

@@ -1,6 +1,6 @@
 import { createServer, type Server } from 'node:http';
 import { z } from 'zod';
-import { CONSUMERS, STREAM_DOCS, type ConsumerName, type Stage } from '@memstream/contracts';
+import { CONSUMERS, STREAM_DOCS, isStage, stageOf, type ConsumerName, type Stage } from '@memstream/contracts';
 import { errorMessage, onShutdown, type Logger } from '@memstream/kit';
 import { busTelemetry } from './events.js';
 import { connectBus, type Bus } from './connect.js';
@@ -15,7 +15,9 @@ export interface WorkerOptions {
   concurrency: number;
   /** Override of the consumer's ack wait (MEMSTREAM_ACK_WAIT_MS). */
   ackWaitMs?: number | undefined;
+  /** What failures are blamed on. Default: a stage's own (the pipeline table); readers have none. */
   stage?: Stage;
+  /** Drop stale revisions' work. Default: true for a stage, false for a reader. */
   skipStale?: boolean;
   kinds?: readonly EventKind[];
   /**
@@ -153,14 +155,17 @@ export async function startWorker(opts: WorkerOptions): Promise<void> {
         return { pending: i.num_pending, ackPending: i.num_ack_pending, redelivered: i.num_redelivered };
       }),
     );
+    const row = isStage(opts.consumer) ? stageOf(opts.consumer) : null;
+    const stage = opts.stage ?? row?.stage;
+    const skipStale = opts.skipStale ?? row !== null;
     const runner = runConsumer({
       bus,
       consumer: opts.consumer,
       log,
       handle,
       concurrency: opts.concurrency,
-      ...(opts.stage ? { stage: opts.stage } : {}),
-      ...(opts.skipStale !== undefined ? { skipStale: opts.skipStale } : {}),
+      ...(stage ? { stage } : {}),
+      skipStale,
       ...(opts.kinds ? { kinds: opts.kinds } : {}),
       ...(opts.onOutcome ? { onOutcome: opts.onOutcome } : {}),
     });

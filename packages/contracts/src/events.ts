@@ -137,6 +137,11 @@ const dataSchemas = {
 } as const;
 
 export type EventType = keyof typeof dataSchemas;
+
+/** Whether an event's data has a `redrive` field (a stage re-emitting its earlier output carries the re-drive on). */
+export function carriesRedrive(type: EventType): boolean {
+  return 'redrive' in dataSchemas[type].shape;
+}
 export const EVENT_TYPES = Object.keys(dataSchemas) as EventType[];
 
 /** The subject token of each event type. */

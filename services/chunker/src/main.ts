@@ -10,8 +10,7 @@ const log = createLogger('chunker', { level: config.LOG_LEVEL });
 
 await startWorker({
   consumer: 'chunker',
-  stage: 'chunking',
-  skipStale: true,
+  // Its stage, status and stale-work rule come from its row in the pipeline table.
   natsUrl: config.NATS_URL,
   ackWaitMs: config.MEMSTREAM_ACK_WAIT_MS,
   concurrency: config.CHUNKER_CONCURRENCY,

@@ -39,8 +39,7 @@ async function probe(rateLimiter: RateLimiter | undefined): Promise<void> {
 
 await startWorker({
   consumer: 'embedder',
-  stage: 'embedding',
-  skipStale: true,
+  // Its stage, status and stale-work rule come from its row in the pipeline table.
   natsUrl: config.NATS_URL,
   ackWaitMs: config.MEMSTREAM_ACK_WAIT_MS,
   concurrency: config.EMBEDDER_CONCURRENCY,

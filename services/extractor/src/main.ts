@@ -11,8 +11,7 @@ const log = createLogger('extractor', { level: config.LOG_LEVEL });
 
 await startWorker({
   consumer: 'extractor',
-  stage: 'extracting',
-  skipStale: true,
+  // Its stage, status and stale-work rule come from its row in the pipeline table.
   natsUrl: config.NATS_URL,
   ackWaitMs: config.MEMSTREAM_ACK_WAIT_MS,
   concurrency: config.EXTRACTOR_CONCURRENCY,

@@ -15,8 +15,7 @@ const log = createLogger('indexer', { level: config.LOG_LEVEL });
 
 await startWorker({
   consumer: 'indexer',
-  stage: 'indexing',
-  skipStale: true,
+  // Its stage, status and stale-work rule come from its row in the pipeline table.
   natsUrl: config.NATS_URL,
   ackWaitMs: config.MEMSTREAM_ACK_WAIT_MS,
   concurrency: config.INDEXER_CONCURRENCY,

@@ -1,4 +1,4 @@
-import { follow, type Handler } from '@memstream/bus';
+import { follow, stageHandler, type Handler, type StageHandler } from '@memstream/bus';
 import { encodeVector, type EmbeddedData } from '@memstream/contracts';
 import type { Embedder } from '@memstream/embedder';
 
@@ -19,21 +19,17 @@ export interface EmbedderPorts {
   embeddedOf?: (documentId: string, revision: number) => Promise<EmbeddedData | null>;
 }
 
-/** chunked → stage-started(embedding), then embedded: one vector per chunk, computed in batches or reused. */
+/**
+ * chunked → embedded: one vector per chunk, computed in batches or reused. The runner's stage
+ * wrapper announces stage-started(embedding) and, on a re-drive from index, re-emits the earlier
+ * vectors when they are of the model in use now.
+ */
 export function createEmbedHandler(ports: EmbedderPorts): Handler {
   const { batch } = ports;
-  return async (event, ctx) => {
-    if (event.type !== 'document.chunked.v1') return [];
-    await ctx.emit(follow(event, 'document.stage-started.v1', { stage: 'embedding' }));
+  const handle: StageHandler<'embedder'> = async (event, ctx) => {
     const embedder = (await ports.activeEmbedder?.()) ?? ports.embedder;
     const chunks = event.data.chunks;
     const redrive = event.data.redrive;
-    if (redrive?.from === 'index') {
-      const prior = await ports.embeddedOf?.(event.documentId, redrive.ofRevision);
-      // Only vectors of the model in use now: after a model switch they are embedded again.
-      if (prior && prior.model === embedder.model && prior.dim === embedder.dim) return [follow(event, 'document.embedded.v1', { ...prior, computed: 0 })];
-      ctx.log.info({ redrive }, 're-drive: no vectors of the current model for the re-driven revision, embedding again');
-    }
     // A re-drive from the embed stage asks for new vectors: the cache of earlier ones is not used.
     const known = redrive?.from === 'embed' ? new Map<string, string>() : ((await ports.previousVectors?.(event.documentId, embedder.model)) ?? new Map<string, string>());
     const vectors = new Map<string, string>();
@@ -54,4 +50,13 @@ export function createEmbedHandler(ports: EmbedderPorts): Handler {
       }),
     ];
   };
+  return stageHandler('embedder', {
+    handle,
+    ...(ports.embeddedOf ? { outputOf: ports.embeddedOf } : {}),
+    // Only vectors of the model in use now: after a model switch they are embedded again.
+    reuse: async (prior) => {
+      const embedder = (await ports.activeEmbedder?.()) ?? ports.embedder;
+      return prior.model === embedder.model && prior.dim === embedder.dim ? { ...prior, computed: 0 } : null;
+    },
+  });
 }

@@ -47,10 +47,10 @@ describe('extractor handler', () => {
     expect(out[0]).toMatchObject({ type: 'document.extracted.v1', data: { format: 'conversation', text: 'user: Where is the log?\n\nassistant: In JetStream.' } });
   });
 
-  it('ignores events it does not own', async () => {
+  it('refuses an event of another type as poison rather than acking it unread', async () => {
     const sub = submittedEvent('x');
     const other = follow(sub, 'document.stage-started.v1', { stage: 'extracting' });
-    expect(await createExtractHandler(ports)(other, recordingContext())).toEqual([]);
+    await expect(createExtractHandler(ports)(other, recordingContext())).rejects.toMatchObject({ failureClass: 'poison' });
   });
 });
 

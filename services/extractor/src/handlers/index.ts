@@ -6,7 +6,7 @@ import path from 'node:path';
 import { Readable } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import type { ReadableStream as WebReadableStream } from 'node:stream/web';
-import { follow, type BlobStore, type Handler } from '@memstream/bus';
+import { follow, stageHandler, type BlobStore, type Handler, type StageHandler } from '@memstream/bus';
 import type { ExtractedData } from '@memstream/contracts';
 import { PermanentError } from '@memstream/kit';
 import { DEFAULT_LIMITS, type ExtractContext, type ExtractLimits, type ExtractResult, type SourceFile } from '../kinds.js';
@@ -42,22 +42,18 @@ export function isUrlContent(content: string): boolean {
   return URL_ONLY.test(content.trim());
 }
 
-/** submitted → stage-started(extracting), then extracted; or a permanent failure with a reason. */
+/**
+ * submitted → extracted; or a permanent failure with a reason. The runner's stage wrapper
+ * announces stage-started(extracting) and re-emits the earlier text on a re-drive from a later stage.
+ */
 export function createExtractHandler(ports: ExtractorPorts): Handler {
+  return stageHandler('extractor', { handle: extractHandler(ports), ...(ports.extractedOf ? { outputOf: ports.extractedOf } : {}) });
+}
+
+function extractHandler(ports: ExtractorPorts): StageHandler<'extractor'> {
   const limits = ports.limits ?? DEFAULT_LIMITS;
   return async (event, ctx) => {
-    if (event.type !== 'document.submitted.v1') return [];
-    await ctx.emit(follow(event, 'document.stage-started.v1', { stage: 'extracting' }));
     const redrive = event.data.redrive;
-    if (redrive && redrive.from !== 'extract') {
-      const prior = await ports.extractedOf?.(event.documentId, redrive.ofRevision);
-      // Re-drive from a later stage: the text of the re-driven revision, not extracted again.
-      if (prior) {
-        ctx.log.info({ redrive }, 're-drive: re-emitting the extracted text of the re-driven revision');
-        return [follow(event, 'document.extracted.v1', { ...prior, redrive })];
-      }
-      ctx.log.info({ redrive }, 're-drive: the re-driven revision has no extracted text in the log, extracting again');
-    }
     const workDir = await mkdtemp(path.join(tmpdir(), 'memstream-extract-'));
     const xctx: ExtractContext = { limits, log: ctx.log, workDir, signal: new AbortController().signal };
     try {

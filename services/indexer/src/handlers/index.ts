@@ -1,4 +1,4 @@
-import { follow, type Handler } from '@memstream/bus';
+import { follow, stageHandler, type Handler } from '@memstream/bus';
 import { decodeVector, type Metadata } from '@memstream/contracts';
 import type { ChunkIndex } from '@memstream/chunk-index';
 
@@ -19,31 +19,32 @@ export interface IndexerPorts {
 
 /** embedded → indexed: the index holds exactly this revision's chunks; removed chunks leave it. */
 export function createIndexHandler(ports: IndexerPorts): Handler {
-  return async (event, ctx) => {
-    if (event.type !== 'document.embedded.v1') return [];
-    const scope = await ports.documentScope(event.documentId);
-    const d = event.data;
-    const index = (await ports.indexFor?.(d.model, d.dim)) ?? ports.index;
-    const res = await index.replaceDocument({
-      documentId: event.documentId,
-      revision: event.revision,
-      model: d.model,
-      dim: d.dim,
-      containerTags: scope.containerTags,
-      metadata: scope.metadata,
-      chunks: d.chunks.map((c) => ({ index: c.index, hash: c.hash, text: c.text, vector: decodeVector(c.vector) })),
-    });
-    if (res.stale) {
-      ctx.log.info('index holds a newer revision: nothing to do');
-      return [];
-    }
-    // Deleted while we wrote (the gateway removed its chunks before our write landed): remove them again.
-    if (await ports.isDeleted(event.documentId)) {
-      await index.deleteDocument(event.documentId);
-      return [];
-    }
-    return [follow(event, 'document.indexed.v1', { model: d.model, dim: d.dim, chunkCount: d.chunks.length, removed: res.removed })];
-  };
+  return stageHandler('indexer', {
+    handle: async (event, ctx) => {
+      const scope = await ports.documentScope(event.documentId);
+      const d = event.data;
+      const index = (await ports.indexFor?.(d.model, d.dim)) ?? ports.index;
+      const res = await index.replaceDocument({
+        documentId: event.documentId,
+        revision: event.revision,
+        model: d.model,
+        dim: d.dim,
+        containerTags: scope.containerTags,
+        metadata: scope.metadata,
+        chunks: d.chunks.map((c) => ({ index: c.index, hash: c.hash, text: c.text, vector: decodeVector(c.vector) })),
+      });
+      if (res.stale) {
+        ctx.log.info('index holds a newer revision: nothing to do');
+        return [];
+      }
+      // Deleted while we wrote (the gateway removed its chunks before our write landed): remove them again.
+      if (await ports.isDeleted(event.documentId)) {
+        await index.deleteDocument(event.documentId);
+        return [];
+      }
+      return [follow(event, 'document.indexed.v1', { model: d.model, dim: d.dim, chunkCount: d.chunks.length, removed: res.removed })];
+    },
+  });
 }
 
 /** metadata-updated → the chunks' tags and metadata changed in place, without re-embedding. */

@@ -1,0 +1,60 @@
+import { PermanentError } from '@memstream/kit';
+import { carriesRedrive, recomputes, stageOf, type DataOf, type DocumentEvent, type EventOf, type EventType, type PipelineRow, type Redrive, type StageService } from '@memstream/contracts';
+import { follow } from './events.js';
+import type { Handler, HandlerContext } from './runner.js';
+
+type RowOf<S extends StageService> = Extract<PipelineRow, { service: S }>;
+/** The event type a stage consumes. */
+export type ConsumedType<S extends StageService> = `document.${RowOf<S>['consumes']}.v1` & EventType;
+/** The event type a stage emits. */
+export type EmittedType<S extends StageService> = `document.${RowOf<S>['emits']}.v1` & EventType;
+
+/**
+ * A stage's own work: given its event (already the right type, of the newest revision), the
+ * events to emit. The runner announces `stage-started` before it and publishes what it returns.
+ */
+export type StageHandler<S extends StageService> = (event: EventOf<ConsumedType<S>>, ctx: HandlerContext) => Promise<DocumentEvent[] | void>;
+
+export interface StageDefinition<S extends StageService> {
+  handle: StageHandler<S>;
+  /**
+   * The output of the re-driven revision, read from the log, or null when it has none. Given,
+   * a re-drive from a later stage re-emits it instead of calling `handle`.
+   */
+  outputOf?: (documentId: string, revision: number) => Promise<DataOf<EmittedType<S>> | null>;
+  /**
+   * What to re-emit of an earlier output, or null to compute again (the embedder: only vectors of
+   * the model in use now). Default: the output as it was.
+   */
+  reuse?: (prior: DataOf<EmittedType<S>>, event: EventOf<ConsumedType<S>>) => Promise<DataOf<EmittedType<S>> | null> | DataOf<EmittedType<S>> | null;
+}
+
+/**
+ * Wrap a stage's handler with what every stage does the same way, once: check the event's type,
+ * announce `stage-started(<status>)` when the stage has a status, and apply the re-drive rule —
+ * a stage before the re-drive's `from` re-emits what it emitted for the re-driven revision
+ * (with the re-drive carried on, when its event has the field) rather than compute it again.
+ */
+export function stageHandler<S extends StageService>(service: S, def: StageDefinition<S>): Handler {
+  const row = stageOf(service) as PipelineRow;
+  const consumed = `document.${row.consumes}.v1` as ConsumedType<S>;
+  const emitted = `document.${row.emits}.v1` as EmittedType<S>;
+  return async (event, ctx) => {
+    // The consumer filters on the kind; another version of it needs an upcaster, not a guess.
+    if (event.type !== consumed) throw new PermanentError(`${service} consumes ${consumed}, got ${event.type}`, 'poison');
+    const own = event as EventOf<ConsumedType<S>>;
+    if (row.status !== null) await ctx.emit(follow(event, 'document.stage-started.v1', { stage: row.status }));
+    const redrive = (own.data as { redrive?: Redrive }).redrive;
+    if (redrive && def.outputOf && !recomputes(service, redrive.from)) {
+      const prior = await def.outputOf(event.documentId, redrive.ofRevision);
+      const out = prior && (def.reuse ? await def.reuse(prior, own) : prior);
+      if (out) {
+        ctx.log.info({ redrive }, `re-drive from ${redrive.from}: re-emitting the ${row.emits} output of revision ${redrive.ofRevision}`);
+        const data = (carriesRedrive(emitted) ? { ...out, redrive } : out) as DataOf<EmittedType<S>>;
+        return [follow(event, emitted, data)];
+      }
+      ctx.log.info({ redrive }, `re-drive from ${redrive.from}: no reusable ${row.emits} output of revision ${redrive.ofRevision} in the log, computing again`);
+    }
+    return def.handle(own, ctx);
+  };
+}
