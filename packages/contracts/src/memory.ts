@@ -29,7 +29,7 @@ export const TemporalContext = z.object({
   /** When the source document was written (ISO). */
   documentDate: z.string().nullable().optional(),
   /** When what it says happened (ISO), as dates found in the statement resolve against the document date. */
-  eventDate: z.array(z.string()).optional(),
+  eventDate: z.array(z.string()).nullable().optional(),
 });
 export type TemporalContext = z.infer<typeof TemporalContext>;
 

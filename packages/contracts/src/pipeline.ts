@@ -118,6 +118,24 @@ export const READERS = {
     reads: { submitted: false, 'stage-started': false, extracted: false, chunked: false, embedded: false, indexed: false, failed: false, 'metadata-updated': true, deleted: false },
     policy: { ackWaitMs: ACK_WAIT_MS, maxDeliver: 6, maxAckPending: 256 },
   },
+  /**
+   * Memories (docs/memory.md): made from a document once it is indexed (taskType memory), into
+   * the MEMORY stream. The document's status keeps meaning "searchable", so the memorizer is a
+   * reader, not a stage: it emits no document event.
+   */
+  memorizer: {
+    durable: 'memorizer',
+    service: 'memorizer',
+    reads: { submitted: false, 'stage-started': false, extracted: false, chunked: false, embedded: false, indexed: true, failed: false, 'metadata-updated': false, deleted: false },
+    policy: { ackWaitMs: ACK_WAIT_MS, maxDeliver: 6, maxAckPending: 256 },
+  },
+  /** The memorizer's second consumer: what a deleted document alone taught is forgotten. */
+  memorizerDeleted: {
+    durable: 'memorizer-deleted',
+    service: 'memorizer',
+    reads: { submitted: false, 'stage-started': false, extracted: false, chunked: false, embedded: false, indexed: false, failed: false, 'metadata-updated': false, deleted: true },
+    policy: { ackWaitMs: ACK_WAIT_MS, maxDeliver: 6, maxAckPending: 256 },
+  },
   /** Lifecycle transitions for webhooks and SSE: the transitions and the tag changes. */
   notifier: {
     durable: 'notifier',

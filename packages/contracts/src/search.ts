@@ -128,11 +128,11 @@ export const V4SearchInclude = z
   .object({
     /** Deprecated by the SDK: each hit also carries itself as `chunks: [{content, documentId, position, score}]`. */
     chunks: boolish.optional(),
-    /** Title, type and metadata in each hit's `documents` entry (memstream always sends them). */
+    /** The source documents in each hit's `documents` (chunk hits always carry theirs; memory hits when this is set). */
     documents: boolish.optional(),
-    /** memstream forgets nothing on its own: accepted, changes nothing. */
+    /** Forgotten and expired memories are searched too. */
     forgottenMemories: boolish.optional(),
-    /** memstream keeps no relations between memories: `context` is sent with empty lists. */
+    /** `context` on memory hits: earlier versions (parents), later ones (children), linked memories (related). */
     relatedMemories: boolish.optional(),
     /** `summary` in each `documents` entry. */
     summaries: boolish.optional(),
@@ -149,10 +149,10 @@ export const V4SearchRequest = z
     /** Hits whose similarity is below this are left out. */
     threshold: fraction('threshold').default(DEFAULT_SEARCH_THRESHOLD),
     /**
-     * In memstream a memory is a chunk, so the modes search the same thing and differ in the
-     * field the text is sent in: `memory` (memories), `chunk` (documents), or both (hybrid).
+     * `memories` (the SDK's default): memory hits, the `memory` field; `documents`: chunk hits,
+     * the `chunk` field; `hybrid`: both kinds, each hit one kind, neither crowding the other out.
      */
-    searchMode: z.enum(['memories', 'hybrid', 'documents'], { error: 'searchMode must be memories, hybrid or documents' }).default('hybrid'),
+    searchMode: z.enum(['memories', 'hybrid', 'documents'], { error: 'searchMode must be memories, hybrid or documents' }).default('memories'),
     filepath: Filepath.optional(),
     include: V4SearchInclude.optional(),
     /** Accepted; memstream has no reranking, query-rewriting or aggregating model, so they change nothing. */
@@ -184,8 +184,10 @@ const ContextMemory = z.object({
 
 /** One hit of a v4 answer: the fields of SearchMemoriesResponse.Result that memstream can fill. */
 export const V4SearchResult = z.object({
-  /** `<documentId>:<chunk index>`: a memory is a chunk. */
+  /** A memory's id (`mem_…`), or `<documentId>:<chunk index>` for a chunk hit. */
   id: z.string(),
+  /** A memory hit's version in its chain. */
+  version: z.number().int().positive().optional(),
   /** The text, for searchMode memories or hybrid. */
   memory: z.string().optional(),
   /** The text, for searchMode documents or hybrid. */

@@ -17,12 +17,27 @@ function sameValue(a: string, b: string): boolean {
   return a.trim().toLowerCase() === b.trim().toLowerCase();
 }
 
-/** When a memory's fact holds from: its latest event date, else its document's date, else when it was made. */
-export function factTime(m: { temporalContext: TemporalContext; createdAt: string }): number {
-  const dates = (m.temporalContext.eventDate ?? []).map(Date.parse).filter(Number.isFinite);
-  if (dates.length) return Math.max(...dates);
+function latestDate(dates: readonly string[] | null | undefined): number | null {
+  const ts = (dates ?? []).map(Date.parse).filter(Number.isFinite);
+  return ts.length ? Math.max(...ts) : null;
+}
+
+function documentTime(m: { temporalContext: TemporalContext; createdAt: string }): number {
   const doc = m.temporalContext.documentDate ? Date.parse(m.temporalContext.documentDate) : NaN;
   return Number.isFinite(doc) ? doc : Date.parse(m.createdAt);
+}
+
+/**
+ * Whether `a` states an older fact than `b`: by event dates when both name one ("in 2019 I lived
+ * in Porto" against "since 2021 I live in Lisbon"), else by their documents' dates. A present-tense
+ * statement holds as of its document, so "I moved to Berlin last month" in a newer document
+ * replaces "I live in Lisbon" of an older one even if the move came before that document.
+ */
+export function isOlderFact(a: { temporalContext: TemporalContext; createdAt: string }, b: { temporalContext: TemporalContext; createdAt: string }): boolean {
+  const ea = latestDate(a.temporalContext.eventDate);
+  const eb = latestDate(b.temporalContext.eventDate);
+  if (ea !== null && eb !== null) return ea < eb;
+  return documentTime(a) < documentTime(b);
 }
 
 export interface NewMemoryFields {
@@ -159,7 +174,7 @@ export function resolveExtraction(existing: readonly MemoryRecord[], x: Extracti
     const id = memoryIdFor(x.commitId, n++);
     if (replaces) {
       const candidate = nextVersion(id, replaces, fields(c), x.at);
-      if (factTime(candidate) < factTime(replaces)) {
+      if (isOlderFact(candidate, replaces)) {
         // Older than what it contradicts: history, never the latest.
         changes.push({ type: 'memory.created.v1', memory: { ...firstVersion(id, x.containerTag, fields(c), x.at), isLatest: false } });
         continue;

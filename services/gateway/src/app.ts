@@ -20,6 +20,8 @@ import { documentTimeline } from './handlers/timeline.js';
 import { searchDocuments, searchMemories, type SearchPorts } from './handlers/search.js';
 import { webhookRoutes, type WebhookRouteOptions } from './http/webhooks.js';
 import { containerTagRoutes } from './http/container-tags.js';
+import { memoryRoutes } from './http/memories.js';
+import { dreamingOf, type MemoryPorts } from './handlers/memories.js';
 
 export interface AppOptions {
   ports: GatewayPorts;
@@ -34,6 +36,8 @@ export interface AppOptions {
   search?: SearchPorts;
   /** Scoped keys and rate limits; absent: only the admin key, unlimited. */
   auth?: AuthOptions;
+  /** The memory layer (/v4/profile, /v4/memories*, /v4/conversations, memory hits in /v4/search); absent in tests that do not need it. */
+  memories?: MemoryPorts;
   /** /v3/webhooks and /v3/events (SSE); absent in tests that do not need them. */
   webhooks?: Omit<WebhookRouteOptions, 'log'>;
 }
@@ -107,7 +111,9 @@ export function createApp(opts: AppOptions): Express {
     res.json(await documentTimeline(ports, req.params.id, scopeOf(res)));
   });
   app.get('/v3/documents/:id', async (req, res) => {
-    res.json(toDocumentResponse(await getDocument(ports, req.params.id, scopeOf(res))));
+    const view = await getDocument(ports, req.params.id, scopeOf(res));
+    const dreaming = opts.memories ? await dreamingOf(opts.memories, view) : null;
+    res.json({ ...toDocumentResponse(view), ...(dreaming ?? {}) });
   });
   app.patch('/v3/documents/:id', async (req, res) => {
     res.json(await updateDocument(ports, req.params.id, req.body ?? {}, trace(req), scopeOf(res)));
@@ -128,10 +134,11 @@ export function createApp(opts: AppOptions): Express {
     });
     // The SDK's search / search.memories.
     app.post('/v4/search', async (req, res) => {
-      res.json(await searchMemories(search, req.body, scopeOf(res)));
+      res.json(await searchMemories(search, req.body, scopeOf(res), opts.memories));
     });
   }
 
+  if (opts.memories) app.use(memoryRoutes({ memories: opts.memories, documents: ports, log }));
   if (opts.webhooks) app.use(webhookRoutes({ ...opts.webhooks, log }));
 
   app.use(notFound);

@@ -17,6 +17,7 @@ import { startKeyAuth } from './adapters/keys.js';
 import { createUploadHandler } from './http/upload.js';
 import { jetstreamLifecycleSource, kvWebhookStore } from './adapters/webhooks.js';
 import { EventStreams } from './http/events.js';
+import { MemoryLog, SqliteMemoryStore, ensureMemoryStream } from '@memstream/memory';
 
 const config = loadConfig();
 const log = createLogger('gateway', { level: config.LOG_LEVEL });
@@ -45,6 +46,12 @@ try {
     return loadEmbedder(embedderConfigFrom(c), { rateLimiter: limit ? await kvRateLimiter(bus, limit) : undefined });
   });
   const active = await followActiveModel(bus, { dataDir: config.MEMSTREAM_DATA_DIR, qdrantUrl: config.QDRANT_URL, qdrantApiKey: config.QDRANT_API_KEY, log, embedder, index, embedderFor: modelFor });
+  // The memory store, shared with the memorizer (memories.sqlite); the gateway writes direct
+  // writes, updates and forgets to the MEMORY stream and applies them itself, so they are
+  // searchable when the call returns. Its vectors are of the configured embedding model.
+  await ensureMemoryStream(bus.jsm);
+  const memoryStore = SqliteMemoryStore.open(path.join(config.MEMSTREAM_DATA_DIR, 'memories.sqlite'), embedder);
+  const memories = { store: memoryStore, log: new MemoryLog(bus, memoryStore), embedder, views, now: () => new Date() };
   const ports = { views, index: active.deletes, blobs, events: jetstreamEventLog(bus), tagContexts: await kvTagContexts(bus), now: () => new Date() };
   // Scoped API keys (NATS KV, watched), their shared rate limits, and the key.expiring notices.
   const keyAuth = await startKeyAuth(bus, config, log);
@@ -63,11 +70,12 @@ try {
     jsonLimit: config.MEMSTREAM_JSON_LIMIT,
     uploadFile: createUploadHandler({ ports, blobs, log }),
     search: active.searchPorts(views),
+    memories,
     auth: keyAuth.auth,
     ready: async () => {
       // Bounded: with the broker away a request waits for it rather than fails, and a probe must answer.
       await within(2_000, 'the broker', bus.jsm.getAccountInfo());
-      await within(2_000, 'the stores', Promise.all([views.ping(), index.ping()]));
+      await within(2_000, 'the stores', Promise.all([views.ping(), index.ping(), memoryStore.ping()]));
     },
   });
   const server: Server = await new Promise((resolve, reject) => {
@@ -81,7 +89,7 @@ try {
     ['stop accepting requests', () => new Promise<void>((r) => server.close(() => r()))],
     ['stop the API key watch', () => keyAuth.stop()],
     ['drain nats', () => bus.close()],
-    ['close stores', async () => Promise.all([views.close(), index.close(), active.close()])],
+    ['close stores', async () => Promise.all([views.close(), index.close(), active.close(), memoryStore.close()])],
     ['flush telemetry', () => shutdownTelemetry()],
   ]);
   log.info({ url: `http://${config.MEMSTREAM_HOST}:${port}`, port }, 'ready');

@@ -15,6 +15,7 @@ import type { Embedder } from '@memstream/embedder';
 import { ValidationError, documentIdForCustomId } from '@memstream/kit';
 import type { DocumentView, DocumentViews } from '@memstream/views';
 import { readTags, type TagScope } from './scope.js';
+import { searchMemoryHits, type MemoryPorts } from './memories.js';
 
 /** What search needs: the chunk index to rank, the view store for titles and timestamps, and the query embedder. */
 export interface SearchPorts {
@@ -212,20 +213,49 @@ async function withContext(ports: SearchPorts, documentId: string, matched: Sear
 }
 
 /**
- * POST /v4/search: the best chunks themselves, best first.
+ * POST /v4/search.
  *
- * memstream extracts no separate memories: a memory is a chunk. So every searchMode searches the
- * same chunks, and the mode only decides the field the text is sent in, as the SDK names it:
- * `memory` (memories), `chunk` (documents), both (hybrid, the default here, so a client reading
- * either field finds the text). `similarity` is the hybrid score (0..1, comparable across
- * queries); `threshold` drops hits below it. `rerank`, `rewriteQuery` and `aggregate` are accepted but change nothing:
- * no model for them is configured.
+ * `searchMode: memories` (the default) searches the memory store (memory hits, `memory` field);
+ * `documents` searches chunks (chunk hits, `chunk` field, id `<documentId>:<index>`); `hybrid`
+ * does both and merges them (see mergeHybrid). Without a memory store (tests of the chunk path
+ * only) every mode searches chunks and the mode picks the field, as before memories existed.
+ * `similarity` is the hybrid score (0..1, comparable across queries); `threshold` drops
+ * hits below it.
+ * `rerank`, `rewriteQuery` and `aggregate` are accepted but change nothing: no model for them
+ * is configured.
  */
-export async function searchMemories(ports: SearchPorts, body: unknown, tagScope: TagScope = null): Promise<V4SearchResponse> {
+export async function searchMemories(ports: SearchPorts, body: unknown, tagScope: TagScope = null, memories?: MemoryPorts): Promise<V4SearchResponse> {
   const clock = ports.clock ?? (() => performance.now());
   const started = clock();
   const req = V4SearchRequest.parse(body);
   const tags = readTags(tagScope, req.containerTag !== undefined ? [req.containerTag] : undefined, 'containerTag');
+  if (memories && req.searchMode !== 'documents') {
+    const include = req.include ?? {};
+    const memoryHits = await searchMemoryHits(memories, { tags, text: req.q, filter: req.filters, limit: req.limit, threshold: req.threshold, include });
+    if (req.searchMode === 'memories') return { results: memoryHits, timing: Math.round(clock() - started), total: memoryHits.length };
+    const chunkHits = await searchChunks(ports, req, tags, 'chunk');
+    const results = mergeHybrid(memoryHits, chunkHits, req.limit);
+    return { results, timing: Math.round(clock() - started), total: results.length };
+  }
+  const results = await searchChunks(ports, req, tags, memories ? 'chunk' : req.searchMode === 'documents' ? 'chunk' : req.searchMode === 'memories' ? 'memory' : 'both');
+  return { results, timing: Math.round(clock() - started), total: results.length };
+}
+
+/**
+ * Hybrid: memory and chunk hits in one list, best first, where neither kind crowds the other
+ * out: each kind is guaranteed up to half the slots (when it has that many hits), and the slots
+ * left go to the best remaining hits of either kind.
+ */
+export function mergeHybrid(memories: V4SearchResult[], chunks: V4SearchResult[], limit: number): V4SearchResult[] {
+  const m = Math.min(memories.length, Math.ceil(limit / 2));
+  const c = Math.min(chunks.length, limit - m);
+  const taken = [...memories.slice(0, m), ...chunks.slice(0, c)];
+  const rest = [...memories.slice(m), ...chunks.slice(c)].sort((a, b) => b.similarity - a.similarity);
+  return [...taken, ...rest.slice(0, Math.max(0, limit - taken.length))].sort((a, b) => b.similarity - a.similarity);
+}
+
+/** Chunk hits for /v4/search; `field` says which field carries the text. */
+async function searchChunks(ports: SearchPorts, req: V4SearchRequest, tags: string[] | undefined, field: 'memory' | 'chunk' | 'both'): Promise<V4SearchResult[]> {
   const scope = await scopeOf(ports, { containerTags: tags, filters: req.filters, filepath: req.filepath });
   // A few spare hits, in case some documents were deleted or moved since the index was read.
   const hits = (await retrieve(ports, req.q, scope, req.limit + 10)).filter((h) => normaliseScore(h.score) >= req.threshold);
@@ -240,8 +270,8 @@ export async function searchMemories(ports: SearchPorts, body: unknown, tagScope
     const similarity = normaliseScore(h.score);
     results.push({
       id: `${h.documentId}:${h.index}`,
-      ...(req.searchMode !== 'documents' ? { memory: h.text } : {}),
-      ...(req.searchMode !== 'memories' ? { chunk: h.text } : {}),
+      ...(field !== 'chunk' ? { memory: h.text } : {}),
+      ...(field !== 'memory' ? { chunk: h.text } : {}),
       similarity,
       metadata: view.metadata,
       updatedAt: view.updatedAt,
@@ -258,9 +288,9 @@ export async function searchMemories(ports: SearchPorts, body: unknown, tagScope
         },
       ],
       ...(include.chunks ? { chunks: [{ content: h.text, documentId: h.documentId, position: h.index, score: similarity }] } : {}),
-      // No relations between memories exist in memstream: asked for, they are empty.
+      // A chunk has no versions or links: asked for, its context is empty.
       ...(include.relatedMemories ? { context: { parents: [], children: [], related: [] } } : {}),
     });
   }
-  return { results, timing: Math.round(clock() - started), total: results.length };
+  return results;
 }

@@ -1,0 +1,19 @@
+import { z } from 'zod';
+import { checkEmbedderEnv, embedderEnv } from '@memstream/embedder';
+import { commonEnv, intFromEnv, parseEnv } from '@memstream/kit';
+
+/**
+ * The memorizer's whole environment, parsed once. It embeds memory statements with the same
+ * settings as the embedder and the gateway (packages/embedder/src/env.ts), so memory search
+ * compares vectors of one model.
+ */
+export const Config = z
+  .object({
+    ...commonEnv,
+    /** Documents memorized at once; documents of one container tag are always taken one at a time. */
+    MEMORIZER_CONCURRENCY: intFromEnv(4),
+    ...embedderEnv,
+  })
+  .superRefine(checkEmbedderEnv);
+export type Config = z.infer<typeof Config>;
+export const loadConfig = (): Config => parseEnv(Config);

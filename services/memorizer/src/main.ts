@@ -1,0 +1,38 @@
+// First: the OpenTelemetry SDK starts before any application module is loaded.
+import '@memstream/telemetry';
+import path from 'node:path';
+import { mkdirSync } from 'node:fs';
+import { kvRateLimiter, startWorker } from '@memstream/bus';
+import { embedderConfigFrom, loadEmbedder, sharedRateLimitFrom } from '@memstream/embedder';
+import { createLogger } from '@memstream/kit';
+import { MemoryLog, OfflineExtractor, SqliteMemoryStore, ensureMemoryStream } from '@memstream/memory';
+import { loadConfig } from './config.js';
+import { createForgetHandler, createMemorizeHandler } from './handlers/index.js';
+import { documentFromLog } from './adapters/document-from-log.js';
+
+const config = loadConfig();
+const log = createLogger('memorizer', { level: config.LOG_LEVEL });
+
+await startWorker({
+  consumer: 'memorizer',
+  skipStale: true,
+  natsUrl: config.NATS_URL,
+  ackWaitMs: config.MEMSTREAM_ACK_WAIT_MS,
+  concurrency: config.MEMORIZER_CONCURRENCY,
+  log,
+  setup: async (bus) => {
+    mkdirSync(config.MEMSTREAM_DATA_DIR, { recursive: true });
+    await ensureMemoryStream(bus.jsm);
+    const limit = sharedRateLimitFrom(config);
+    const embedder = await loadEmbedder(embedderConfigFrom(config), { rateLimiter: limit ? await kvRateLimiter(bus, limit) : undefined });
+    const store = SqliteMemoryStore.open(path.join(config.MEMSTREAM_DATA_DIR, 'memories.sqlite'), embedder);
+    const memoryLog = new MemoryLog(bus, store);
+    const ports = { log: memoryLog, extractor: new OfflineExtractor(), document: documentFromLog(bus), now: () => new Date() };
+    return {
+      handle: createMemorizeHandler(ports),
+      more: [{ consumer: 'memorizerDeleted' as const, handle: createForgetHandler(ports) }],
+      ready: () => store.ping(),
+      close: () => store.close(),
+    };
+  },
+});

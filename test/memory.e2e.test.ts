@@ -1,0 +1,157 @@
+import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import Supermemory, { NotFoundError, PermissionDeniedError, BadRequestError } from 'supermemory';
+import { startTestStack, waitFor, type TestStack } from './support/stack.js';
+import { recordingClient, unique, waitForDoc } from './support/sdk.js';
+
+/**
+ * The memory layer through the official SDK (client.profile, client.search, client.memories.*,
+ * and client.post for what SDK 4.x has no method for), against a real memstream with the
+ * memorizer and the offline extractor.
+ */
+
+type Hit = { id: string; memory?: string; chunk?: string; similarity: number; version?: number; context?: { parents?: Array<{ memory: string; relation: string; version?: number | null }> } };
+type DocWithDreaming = { dreamingStatus?: string; memories?: Array<{ id: string; memory: string }> };
+
+describe('memories through the official SDK', () => {
+  let stack: TestStack;
+  let client: Supermemory;
+
+  beforeAll(async () => {
+    stack = await startTestStack();
+    ({ client } = recordingClient(stack));
+  });
+  afterAll(async () => {
+    await stack?.teardown();
+  });
+
+  const dreamed = (id: string) => waitForDoc(client, id, 'dreamed', (d) => (d as unknown as DocWithDreaming).dreamingStatus === 'done', 30_000);
+
+  it('Lisbon → Berlin: the Berlin memory comes first, Lisbon only as its parent (updates); the profile names Berlin', async () => {
+    const tag = unique('priya');
+    const first = await client.documents.add({ content: 'My name is Priya Raman. I live in Lisbon and work as a nurse.', containerTag: tag });
+    const d1 = (await dreamed(first.id)) as unknown as DocWithDreaming;
+    expect(d1.memories?.map((m) => m.memory)).toEqual(expect.arrayContaining(['Priya Raman lives in Lisbon.', 'Priya Raman works as a nurse.']));
+    const second = await client.documents.add({ content: 'I moved to Berlin last month.', containerTag: tag });
+    await dreamed(second.id);
+
+    const out = await client.search.memories({ q: 'where does Priya live?', containerTag: tag, include: { relatedMemories: true } });
+    const hits = out.results as unknown as Hit[];
+    expect(hits[0]!.memory).toBe('Priya Raman lives in Berlin.');
+    expect(hits[0]!.id).toMatch(/^mem_/);
+    expect(hits[0]!.version).toBe(2);
+    expect(hits.some((h) => h.memory?.includes('Lisbon'))).toBe(false);
+    expect(hits[0]!.context?.parents).toEqual([expect.objectContaining({ memory: 'Priya Raman lives in Lisbon.', relation: 'updates', version: -1 })]);
+
+    const { profile } = await client.profile({ containerTag: tag });
+    expect(profile.static).toContain('Priya Raman lives in Berlin.');
+    expect(profile.static.join(' ')).not.toContain('Lisbon');
+    expect(profile.static).toContain("The user's name is Priya Raman.");
+
+    // Another tag knows nothing of it; an empty tag answers empty arrays, never null.
+    const other = await client.profile({ containerTag: unique('nobody'), q: 'Berlin' });
+    expect(other.profile).toEqual({ static: [], dynamic: [] });
+    expect(other.searchResults?.results).toEqual([]);
+  });
+
+  it('direct writes are searchable on return; update makes version 2; forget hides and include.forgottenMemories recovers', async () => {
+    const tag = unique('direct');
+    const written = await client.post<{ documentId: string; memories: Array<{ id: string; memory: string }> }>('/v4/memories', {
+      body: { containerTag: tag, memories: [{ content: 'Ana prefers window seats on long flights.', isStatic: true }, { content: 'Ana is allergic to peanuts.' }] },
+    });
+    expect(written.memories).toHaveLength(2);
+    const seat = written.memories[0]!;
+    const found = await client.search.memories({ q: 'window seats', containerTag: tag });
+    expect((found.results as unknown as Hit[])[0]).toMatchObject({ id: seat.id, memory: 'Ana prefers window seats on long flights.' });
+
+    const v2 = await client.memories.updateMemory({ containerTag: tag, id: seat.id, newContent: 'Ana prefers aisle seats on long flights.' });
+    expect(v2).toMatchObject({ version: 2, parentMemoryId: seat.id, rootMemoryId: seat.id, memory: 'Ana prefers aisle seats on long flights.' });
+    const v3 = await client.memories.updateMemory({ containerTag: tag, content: 'Ana prefers aisle seats on long flights.', newContent: 'Ana prefers aisle seats, near the front.' });
+    expect(v3).toMatchObject({ version: 3, parentMemoryId: v2.id, rootMemoryId: seat.id });
+    const seats = (await client.search.memories({ q: 'seats', containerTag: tag })).results as unknown as Hit[];
+    expect(seats.map((h) => h.memory)).toEqual(['Ana prefers aisle seats, near the front.']);
+
+    const peanut = written.memories[1]!;
+    expect(await client.memories.forget({ containerTag: tag, id: peanut.id, reason: 'outdated' })).toEqual({ id: peanut.id, forgotten: true });
+    const afterForget = (await client.search.memories({ q: 'peanuts allergic', containerTag: tag })).results as unknown as Hit[];
+    expect(afterForget.map((h) => h.id)).not.toContain(peanut.id);
+    const recovered = (await client.search.memories({ q: 'peanuts allergic', containerTag: tag, include: { forgottenMemories: true } })).results as unknown as Hit[];
+    expect(recovered[0]!.id).toBe(peanut.id);
+    await expect(client.memories.forget({ containerTag: tag, id: 'mem_doesnotexist000' })).rejects.toBeInstanceOf(NotFoundError);
+    await expect(client.memories.forget({ containerTag: tag })).rejects.toBeInstanceOf(BadRequestError);
+
+    const listed = await client.post<{ memoryEntries: Array<{ id: string; version: number; isLatest: boolean; history: unknown[] }>; pagination: { totalItems: number } }>('/v4/memories/list', { body: { containerTags: [tag] } });
+    expect(listed.pagination.totalItems).toBe(4);
+    expect(listed.memoryEntries.find((e) => e.id === v3.id)).toMatchObject({ version: 3, isLatest: true, history: [expect.anything(), expect.anything(), expect.anything()] });
+  });
+
+  it('past forgetAfter a memory is hidden; forget-matching previews, then forgets', async () => {
+    const tag = unique('expire');
+    const past = new Date(Date.now() - 60_000).toISOString();
+    await client.post('/v4/memories', {
+      body: { containerTag: tag, memories: [{ content: 'The dentist appointment is at noon.', forgetAfter: past }, { content: 'The gym closes at ten tonight.' }, { content: 'The gym opens at six.' }] },
+    });
+    expect((await client.search.memories({ q: 'dentist appointment', containerTag: tag })).results.map((h) => (h as unknown as Hit).memory)).not.toContain('The dentist appointment is at noon.');
+    const preview = await client.post<{ dryRun: boolean; count: number; candidates: Array<{ memory: string }> }>('/v4/memories/forget-matching', { body: { containerTag: tag, query: 'gym', dryRun: true, threshold: 0.3 } });
+    expect(preview).toMatchObject({ dryRun: true, count: 2 });
+    const done = await client.post<{ dryRun: boolean; count: number }>('/v4/memories/forget-matching', { body: { containerTag: tag, query: 'gym', threshold: 0.3 } });
+    expect(done).toMatchObject({ dryRun: false, count: 2 });
+    const left = (await client.search.memories({ q: 'gym', containerTag: tag })).results as unknown as Hit[];
+    expect(left.filter((h) => h.memory?.includes('gym'))).toEqual([]);
+  });
+
+  it('superrag makes no memories; documents mode answers chunks, hybrid both kinds', async () => {
+    const tag = unique('rag');
+    const rag = await client.documents.add({ content: 'I live in Porto and I work as a carpenter building oak furniture.', containerTag: tag, taskType: 'superrag' });
+    const mem = await client.documents.add({ content: 'I really enjoy sailing along the coast on summer weekends.', containerTag: tag });
+    await dreamed(mem.id);
+    const ragDoc = await waitForDoc(client, rag.id, 'done', (d) => d.status === 'done');
+    expect((ragDoc as unknown as DocWithDreaming).dreamingStatus).toBeUndefined();
+    const memories = (await client.search.memories({ q: 'Porto carpenter oak furniture', containerTag: tag })).results as unknown as Hit[];
+    expect(memories.every((h) => !h.memory?.includes('Porto'))).toBe(true);
+    const documents = (await client.search({ q: 'Porto carpenter oak furniture', containerTag: tag, searchMode: 'documents' })).results as unknown as Hit[];
+    expect(documents[0]!.chunk).toContain('Porto');
+    const hybrid = (await client.search({ q: 'sailing coast Porto carpenter', containerTag: tag, searchMode: 'hybrid', limit: 4 })).results as unknown as Hit[];
+    expect(hybrid.some((h) => h.memory !== undefined && h.chunk === undefined)).toBe(true);
+    expect(hybrid.some((h) => h.chunk !== undefined && h.memory === undefined)).toBe(true);
+  });
+
+  it('no memory, profile or hit crosses a container tag or a scoped key', async () => {
+    const mine = unique('mine');
+    const theirs = unique('theirs');
+    await client.post('/v4/memories', { body: { containerTag: theirs, memories: [{ content: 'The vault code is 4411.', isStatic: true }] } });
+    await client.post('/v4/memories', { body: { containerTag: mine, memories: [{ content: 'My locker code is 9090.', isStatic: true }] } });
+    const key = await client.post<{ key: string }>('/v3/auth/scoped-key', { body: { containerTag: mine, name: 'mine only' } });
+    const { client: scoped } = recordingClient(stack, { apiKey: key.key });
+    const hits = (await scoped.search.memories({ q: 'vault code locker code' })).results as unknown as Hit[];
+    expect(hits.map((h) => h.memory)).toEqual(['My locker code is 9090.']);
+    await expect(scoped.profile({ containerTag: theirs })).rejects.toBeInstanceOf(PermissionDeniedError);
+    await expect(scoped.search.memories({ q: 'vault', containerTag: theirs })).rejects.toBeInstanceOf(PermissionDeniedError);
+    const theirMemory = (await client.search.memories({ q: 'vault code', containerTag: theirs })).results[0] as unknown as Hit;
+    await expect(scoped.memories.forget({ containerTag: mine, id: theirMemory.id })).rejects.toBeInstanceOf(NotFoundError);
+    await expect(scoped.memories.updateMemory({ containerTag: theirs, id: theirMemory.id, newContent: 'x' })).rejects.toBeInstanceOf(PermissionDeniedError);
+    const listed = await scoped.post<{ memoryEntries: Array<{ memory: string }> }>('/v4/memories/list', { body: {} });
+    expect(listed.memoryEntries.map((e) => e.memory)).toEqual(['My locker code is 9090.']);
+  });
+
+  it('/v4/conversations: one document per conversation; later messages append and teach', async () => {
+    const tag = unique('conv');
+    const conversationId = unique('c');
+    const a = await client.post<{ id: string; conversationId: string; status: string }>('/v4/conversations', {
+      body: { conversationId, containerTag: tag, messages: [{ role: 'user', content: 'Hi! I work at Siemens as an engineer.' }, { role: 'assistant', content: 'Nice to meet you, how can I help?' }] },
+    });
+    expect(a).toMatchObject({ conversationId });
+    await dreamed(a.id);
+    const b = await client.post<{ id: string }>('/v4/conversations', {
+      body: { conversationId, containerTag: tag, messages: [{ role: 'user', content: 'I joined Bosch last week, actually.' }] },
+    });
+    expect(b.id).toBe(a.id);
+    await waitFor('the appended message is memorized', async () => {
+      const { profile } = await client.profile({ containerTag: tag });
+      return profile.static.includes('The user works at Bosch.') ? profile : undefined;
+    }, 30_000, 100);
+    const doc = await client.documents.get(a.id);
+    expect(JSON.parse(doc.content!)).toHaveLength(3);
+    const { profile } = await client.profile({ containerTag: tag });
+    expect(profile.static).not.toContain('The user works at Siemens.');
+  });
+});
