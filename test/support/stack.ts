@@ -42,7 +42,9 @@ export async function startTestStack(opts: { services?: readonly ServiceName[]; 
   const procs = new Map<ServiceName, ServiceProcess>();
   let baseUrl = '';
   const start = async (name: ServiceName, extraEnv: Record<string, string> = {}) => {
-    const p = await spawnService(name, { env: { ...env, ...extraEnv }, onLog: (s, line) => logs.push(`${s} ${line}`) });
+    // MEMSTREAM_TEST_READY_MS: a longer start-up allowance on a loaded machine (default 30 s).
+    const readyTimeoutMs = Number(process.env.MEMSTREAM_TEST_READY_MS ?? 30_000);
+    const p = await spawnService(name, { env: { ...env, ...extraEnv }, readyTimeoutMs, onLog: (s, line) => logs.push(`${s} ${line}`) });
     procs.set(name, p);
     if (name === 'gateway' && p.url) baseUrl = p.url;
     return p;

@@ -29,6 +29,17 @@ export interface MemoryPorts {
   now: () => Date;
 }
 
+/**
+ * Bring the store up to the log for these tags before reading them. The store is a projection of
+ * the MEMORY stream that this gateway and the memorizer both apply to; on a machine they share
+ * one file and this finds nothing to do, while a replica with a store of its own (a pod's
+ * emptyDir) reads the commits it has not seen. Reads without a tag (the admin key, no tag named)
+ * see what this store has.
+ */
+async function caughtUp(ports: Pick<MemoryPorts, 'log'>, tags: readonly string[] | undefined): Promise<void> {
+  if (tags) await Promise.all(tags.map((t) => ports.log.catchUp(t)));
+}
+
 /** A tag a memory call names: it must be in a scoped key's tags (403 otherwise). */
 function tagInScope(scope: TagScope, tag: string): string {
   assertTagsInScope(scope, [tag], 'containerTag');
@@ -153,6 +164,7 @@ export async function listMemories(ports: MemoryPorts, body: unknown, scope: Tag
   const req = ListMemoriesRequest.parse(body ?? {});
   const named = [...(req.containerTags ?? []), ...(req.containerTag ? [req.containerTag] : [])];
   const tags = readTags(scope, named.length ? named : undefined);
+  await caughtUp(ports, tags);
   const { items, total } = await ports.store.list({ containerTags: tags, filter: req.filters, sort: req.sort, order: req.order, limit: req.limit, offset: (req.page - 1) * req.limit });
   const chains = new Map<string, MemoryRecord[]>();
   const entries = [];
@@ -166,6 +178,7 @@ export async function listMemories(ports: MemoryPorts, body: unknown, scope: Tag
 
 async function searchStore(ports: MemoryPorts, q: { tags: string[] | undefined; text: string; filter?: FilterExpr | undefined; limit: number; includeForgotten?: boolean }): Promise<MemoryHit[]> {
   if (tokenize(q.text).length === 0) return [];
+  await caughtUp(ports, q.tags);
   const [vector] = await ports.embedder.embed([q.text]);
   if (!vector) throw new Error('the embedder returned no vector for the query');
   return ports.store.search({ containerTags: q.tags, text: q.text, vector, filter: q.filter, limit: q.limit, now: ports.now(), ...(q.includeForgotten ? { includeForgotten: true } : {}) });
@@ -177,6 +190,7 @@ export async function forgetMatching(ports: MemoryPorts, body: unknown, scope: T
   const tag = tagInScope(scope, req.containerTag);
   const forgetBatchId = `fb_${newId()}`;
   const now = ports.now();
+  await caughtUp(ports, [tag]);
   let candidates: Array<{ id: string; memory: string; similarity: number | null }> = [];
   if (req.ids) {
     for (const id of req.ids) {
@@ -207,6 +221,7 @@ export async function profile(ports: MemoryPorts, body: unknown, scope: TagScope
   const tag = tagInScope(scope, req.containerTag);
   const started = performance.now();
   const now = ports.now();
+  await caughtUp(ports, [tag]);
   let live = await ports.store.tagMemories(tag, { liveAt: now });
   if (req.filters) live = live.filter((m) => matchesFilter(m.metadata, req.filters!));
   const byRecent = [...live].sort((a, b) => (a.updatedAt < b.updatedAt ? 1 : a.updatedAt > b.updatedAt ? -1 : 0));
@@ -281,8 +296,9 @@ export async function searchMemoryHits(
  * A document's memory phase for GET /v3/documents/{id}: `dreaming` until every tag of a
  * `memory` document has memorized its current revision, then `done`, with the memories it taught.
  */
-export async function dreamingOf(ports: Pick<MemoryPorts, 'store'>, v: DocumentView): Promise<{ dreamingStatus: 'dreaming' | 'done'; memories: Array<{ id: string; memory: string; version: number; isLatest: boolean; isForgotten: boolean }> } | null> {
+export async function dreamingOf(ports: Pick<MemoryPorts, 'store' | 'log'>, v: DocumentView): Promise<{ dreamingStatus: 'dreaming' | 'done'; memories: Array<{ id: string; memory: string; version: number; isLatest: boolean; isForgotten: boolean }> } | null> {
   if (v.taskType !== 'memory' || v.status === 'failed') return null;
+  await caughtUp(ports, v.containerTags);
   const done = v.status === 'done' && (await Promise.all(v.containerTags.map((t) => ports.store.memorized(v.id, t)))).every((r) => r !== null && r.revision >= v.revision);
   const memories = (await ports.store.documentMemories(v.id)).map((m) => ({ id: m.id, memory: m.memory, version: m.version, isLatest: m.isLatest, isForgotten: m.isForgotten }));
   return { dreamingStatus: done ? 'done' : 'dreaming', memories };

@@ -309,7 +309,7 @@ describe('search handlers over a real SQLite index, view store and hashed embedd
 
   describe('POST /v4/search', () => {
     it('hits carry memory and/or chunk by searchMode, with similarity, metadata and their document', async () => {
-      const hybrid = await searchMemories(s.ports, { q: 'cast iron teapot' });
+      const hybrid = await searchMemories(s.ports, { q: 'cast iron teapot', searchMode: 'hybrid' });
       expect(V4SearchResponse.parse(hybrid)).toEqual(hybrid);
       const top = hybrid.results[0]!;
       expect(top).toEqual({
