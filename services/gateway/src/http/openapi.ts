@@ -22,6 +22,13 @@ import {
   V3SearchResponse,
   V4SearchRequest,
   V4SearchResponse,
+  ProfileRequest,
+  CreateMemoriesRequest,
+  UpdateMemoryRequest,
+  ForgetMemoryRequest,
+  ListMemoriesRequest,
+  ForgetMatchingRequest,
+  ConversationRequest,
 } from '@memstream/contracts';
 import { webhookOpenApiPaths } from './webhooks.js';
 import { containerTagOpenApiPaths } from './container-tags.js';
@@ -37,6 +44,7 @@ const errors = {
   '403': { description: "A scoped API key outside its container tags (docs/auth.md)", ...json({ $ref: '#/components/schemas/Error' }) },
   '429': { description: 'Rate limit: wait Retry-After seconds (retry-after-ms milliseconds)', ...json(output(RateLimitErrorBody)) },
 };
+const memoryNotFound = { description: 'No such memory in that container tag', ...json({ $ref: '#/components/schemas/Error' }) };
 const notFound = { '404': { description: 'No such document', ...json({ $ref: '#/components/schemas/Error' }) } };
 const idParam = [{ name: 'id', in: 'path', required: true, description: 'Document id or customId', schema: { type: 'string' } }];
 
@@ -104,16 +112,60 @@ export function openApiDocument(): object {
       },
       '/v4/search': {
         post: {
-          summary: 'Search memories: the best chunks, best first',
+          summary: 'Search memories (default), document chunks, or both',
           description: [
-            'In memstream a memory is a chunk: no separate memory extraction exists. Every searchMode searches the same chunks; the mode picks the field the text is sent in:',
-            'memory (memories), chunk (documents), or both (hybrid, the default).',
-            'Retrieval and scores are as for /v3/search: similarity is the hybrid score in 0..1, comparable across queries, and threshold (default 0.2) drops hits below it, so a query about nothing the store holds returns nothing.',
-            'Each hit has id <documentId>:<chunk index>, and its document in documents[0]. include.chunks adds the hit as chunks[0]; include.relatedMemories adds an empty context (memstream keeps no relations); include.summaries adds summary (null).',
-            'rerank, rewriteQuery and aggregate are accepted but do nothing: no model for them is configured. include.forgottenMemories changes nothing: memstream forgets nothing on its own.',
+            'searchMode memories (the default): memory hits, each {id (mem_…), memory, similarity, metadata, updatedAt, version}; documents: chunk hits (chunk, id <documentId>:<index>, with their document); hybrid: both kinds, each hit one kind, each kind guaranteed up to half of limit so neither crowds the other out.',
+            'Retrieval is dense + keyword; a memory\'s similarity is the RRF score divided by 2/(60+1), in 0..1 (1: first in both rankings), a chunk\'s the /v3/search score; threshold (default 0.2) drops hits below it; containerTag and filters (on the memory\'s carried metadata) restrict before ranking.',
+            'Forgotten and expired memories are left out unless include.forgottenMemories; superseded versions are always left out. include.relatedMemories adds context: parents (earlier versions, version -1, -2…), children (later ones) and related (extends/derives links). include.documents adds a memory\'s source documents.',
+            'rerank, rewriteQuery and aggregate are accepted but do nothing: no model for them is configured.',
           ].join(' '),
           requestBody: { required: true, ...json(input(V4SearchRequest)) },
           responses: { '200': { description: 'Hits, best first', ...json(output(V4SearchResponse)) }, ...errors },
+        },
+      },
+      '/v4/profile': {
+        post: {
+          summary: "A container tag's profile: static = its live latest static memories, dynamic = its most recent live others; searchResults when q is given",
+          requestBody: { required: true, ...json(input(ProfileRequest)) },
+          responses: { '200': { description: 'Profile (never null: an empty tag has empty lists)', ...json({ type: 'object' }) }, ...errors },
+        },
+      },
+      '/v4/memories': {
+        post: {
+          summary: 'Write memories directly (1–100); searchable when the call returns',
+          requestBody: { required: true, ...json(input(CreateMemoriesRequest)) },
+          responses: { '200': { description: '{documentId, memories}', ...json({ type: 'object' }) }, ...errors },
+        },
+        patch: {
+          summary: 'Update a memory (by id or exact content): a new version whose parent is the latest of its chain',
+          requestBody: { required: true, ...json(input(UpdateMemoryRequest)) },
+          responses: { '200': { description: '{id, memory, version, parentMemoryId, rootMemoryId, createdAt, forgetAfter, forgetReason}', ...json({ type: 'object' }) }, ...errors, '404': memoryNotFound },
+        },
+        delete: {
+          summary: 'Forget a memory (by id or exact content); include.forgottenMemories still finds it',
+          requestBody: { required: true, ...json(input(ForgetMemoryRequest)) },
+          responses: { '200': { description: '{id, forgotten: true}', ...json({ type: 'object' }) }, ...errors, '404': memoryNotFound },
+        },
+      },
+      '/v4/memories/list': {
+        post: {
+          summary: 'Every version of the memories of the given tags, each with its history and documentIds',
+          requestBody: { required: false, ...json(input(ListMemoriesRequest)) },
+          responses: { '200': { description: '{memoryEntries, pagination}', ...json({ type: 'object' }) }, ...errors },
+        },
+      },
+      '/v4/memories/forget-matching': {
+        post: {
+          summary: 'Forget memories by ids or by a query above threshold (at most maxForget); dryRun lists the candidates only',
+          requestBody: { required: true, ...json(input(ForgetMatchingRequest)) },
+          responses: { '200': { description: '{dryRun, count, forgetBatchId, summary, candidates | forgotten}', ...json({ type: 'object' }) }, ...errors },
+        },
+      },
+      '/v4/conversations': {
+        post: {
+          summary: 'Add or extend a conversation: one document per conversationId; messages it already holds are not added again',
+          requestBody: { required: true, ...json(input(ConversationRequest)) },
+          responses: { '200': { description: '{id, conversationId, status}', ...json({ type: 'object' }) }, ...errors },
         },
       },
       '/v3/auth/scoped-key': {
