@@ -19,6 +19,8 @@ describe('the pipeline table', () => {
       indexer: 'indexer doc.*.embedded',
       indexerMeta: 'indexer-meta doc.*.metadata-updated',
       projection: 'projection doc.>',
+      memorizer: 'memorizer doc.*.indexed',
+      memorizerDeleted: 'memorizer-deleted doc.*.deleted',
       notifier: 'notifier doc.> new',
     });
     for (const row of PIPELINE) expect(CONSUMERS[row.service].kinds).toEqual([row.consumes]);
@@ -45,7 +47,7 @@ describe('the pipeline table', () => {
   });
 
   it("derives the launcher's services: start order and stop order", () => {
-    expect(SERVICE_NAMES).toEqual(['projection', 'extractor', 'chunker', 'embedder', 'indexer', 'notifier', 'gateway']);
-    expect(STOP_ORDER).toEqual(['gateway', 'extractor', 'chunker', 'embedder', 'indexer', 'notifier', 'projection']);
+    expect(SERVICE_NAMES).toEqual(['projection', 'extractor', 'chunker', 'embedder', 'indexer', 'memorizer', 'notifier', 'gateway']);
+    expect(STOP_ORDER).toEqual(['gateway', 'extractor', 'chunker', 'embedder', 'indexer', 'memorizer', 'notifier', 'projection']);
   });
 });
