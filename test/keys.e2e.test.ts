@@ -42,7 +42,7 @@ describe('scoped API keys end to end', () => {
 
     const v3 = await a.search.documents({ q: 'harbour ledger tide tables mooring', limit: 20 });
     expect(v3.results.map((r) => r.documentId).sort()).toEqual([...aIds].sort());
-    const v4 = await a.search.memories({ q: 'harbour ledger tide tables mooring', limit: 20 });
+    const v4 = await a.search.memories({ q: 'harbour ledger tide tables mooring', searchMode: 'documents', limit: 20 });
     expect(v4.results.length).toBeGreaterThan(0);
     expect(v4.results.every((r) => aIds.includes((r as { documents?: Array<{ id: string }> }).documents?.[0]?.id ?? ''))).toBe(true);
     const listed = await a.documents.list({ limit: 100 });

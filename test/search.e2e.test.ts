@@ -138,19 +138,24 @@ describe('search through the official SDK against memstream', () => {
   });
 
   describe('POST /v4/search: search.memories and search()', () => {
-    it('search.memories finds the right chunk first, never one of another tag', async () => {
-      const out = await client.search.memories({ q: 'sourdough starter rye flour', containerTag: tagA });
-      expectV4Shape(out, 'both');
+    it('search.memories in documents mode finds the right chunk first, never one of another tag', async () => {
+      const out = await client.search.memories({ q: 'sourdough starter rye flour', containerTag: tagA, searchMode: 'documents' });
+      expectV4Shape(out, 'chunk');
       expect(docOf(out.results[0]!)).toBe(ids.sourdoughA);
-      expect(out.results[0]!.memory).toContain('sourdough starter');
+      expect(out.results[0]!.chunk).toContain('sourdough starter');
       for (const r of out.results) expect(inB().has(docOf(r)), docOf(r)).toBe(false);
     });
 
-    it('search() in the other tag, by searchMode: memories gives memory, documents gives chunk', async () => {
-      const memories = await client.search({ q: 'glacier retreats valley', containerTag: tagB, searchMode: 'memories' });
-      expectV4Shape(memories, 'memory');
-      expect(docOf(memories.results[0]!)).toBe(ids.glacierB);
-      for (const r of memories.results) expect(inA().has(docOf(r)), docOf(r)).toBe(false);
+    it('search() in the other tag, by searchMode: memories gives memory hits, documents gives chunk', async () => {
+      // Memory hits (docs/memory.md) are memories, not chunks: their ids are mem_…, and their
+      // source documents come only with include.documents. Memories of tag A never appear.
+      const memories = await client.search({ q: 'glacier retreats valley', containerTag: tagB, searchMode: 'memories', include: { documents: true } });
+      for (const r of memories.results) {
+        expect(r.id).toMatch(/^mem_/);
+        expect(typeof r.memory).toBe('string');
+        expect(r).not.toHaveProperty('chunk');
+        for (const d of r.documents ?? []) expect(inA().has(d.id), d.id).toBe(false);
+      }
       const documents = await client.search({ q: 'lighthouse keeper brass lens', containerTag: tagB, searchMode: 'documents' });
       expectV4Shape(documents, 'chunk');
       expect(docOf(documents.results[0]!)).toBe(ids.lighthouseB);
@@ -159,25 +164,25 @@ describe('search through the official SDK against memstream', () => {
 
     it('honours filters, threshold, limit and include', async () => {
       // In a four-document store 'lighthouse' is in half of them, where BM25's idf is 0: threshold 0.
-      const sea = await client.search({ q: 'lighthouse sourdough', containerTag: tagA, threshold: 0, filters: { AND: [{ key: 'crew', value: 'cook', filterType: 'array_contains' }] } });
+      const sea = await client.search({ q: 'lighthouse sourdough', searchMode: 'documents', containerTag: tagA, threshold: 0, filters: { AND: [{ key: 'crew', value: 'cook', filterType: 'array_contains' }] } });
       expect(new Set(sea.results.map(docOf))).toEqual(new Set([ids.lighthouseA]));
-      const strict = await client.search.memories({ q: 'gulls lantern', threshold: 0.51 });
+      const strict = await client.search.memories({ q: 'gulls lantern', searchMode: 'documents', threshold: 0.51 });
       expect(strict.results.length).toBeGreaterThan(0);
       for (const r of strict.results) {
         expect(r.similarity).toBeGreaterThanOrEqual(0.51);
         expect(docOf(r)).toBe(ids.lighthouseA);
       }
-      expect((await client.search({ q: 'the', limit: 1 })).results).toHaveLength(1);
-      const underLogs = await client.search({ q: 'lighthouse glacier sourdough', filepath: '/logs/', threshold: 0 });
+      expect((await client.search({ q: 'the', searchMode: 'documents', limit: 1 })).results).toHaveLength(1);
+      const underLogs = await client.search({ q: 'lighthouse glacier sourdough', searchMode: 'documents', filepath: '/logs/', threshold: 0 });
       expect(new Set(underLogs.results.map(docOf))).toEqual(new Set([ids.lighthouseA]));
       expect(underLogs.results[0]!.filepath).toBe('/logs/keeper.md');
-      const withChunks = await client.search({ q: 'glacier', containerTag: tagB, limit: 1, include: { chunks: true, summaries: true } });
+      const withChunks = await client.search({ q: 'glacier', searchMode: 'documents', containerTag: tagB, limit: 1, include: { chunks: true, summaries: true } });
       const hit = withChunks.results[0]!;
       expect(hit.chunks).toEqual([{ content: hit.chunk, documentId: ids.glacierB, position: expect.any(Number), score: hit.similarity }]);
       expect(hit.documents![0]!.summary).toBeNull();
       // Accepted, and with no model behind them they change nothing.
-      const plain = await client.search({ q: 'glacier', containerTag: tagB });
-      const knobs = await client.search({ q: 'glacier', containerTag: tagB, rerank: true, rewriteQuery: true, aggregate: true });
+      const plain = await client.search({ q: 'glacier', searchMode: 'documents', containerTag: tagB });
+      const knobs = await client.search({ q: 'glacier', searchMode: 'documents', containerTag: tagB, rerank: true, rewriteQuery: true, aggregate: true });
       expect(knobs.results).toEqual(plain.results);
     });
   });

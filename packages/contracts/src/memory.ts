@@ -250,27 +250,3 @@ export const ConversationRequest = z
   })
   .strict();
 export type ConversationRequest = z.infer<typeof ConversationRequest>;
-
-/** GET / PATCH /v3/settings (SDK client.settings). */
-export const SettingsPatch = z
-  .object({
-    chunkSize: z.number().int().min(64).max(8192).nullable().optional(),
-    excludeItems: z.union([z.string(), z.number(), z.boolean(), z.record(z.string(), z.unknown()), z.array(z.unknown())]).nullable().optional(),
-    includeItems: z.union([z.string(), z.number(), z.boolean(), z.record(z.string(), z.unknown()), z.array(z.unknown())]).nullable().optional(),
-    filterPrompt: z.string().max(10_000).nullable().optional(),
-    shouldLLMFilter: z.boolean().nullable().optional(),
-    githubClientId: z.string().nullable().optional(),
-    githubClientSecret: z.string().nullable().optional(),
-    githubCustomKeyEnabled: z.boolean().nullable().optional(),
-    googleDriveClientId: z.string().nullable().optional(),
-    googleDriveClientSecret: z.string().nullable().optional(),
-    googleDriveCustomKeyEnabled: z.boolean().nullable().optional(),
-    notionClientId: z.string().nullable().optional(),
-    notionClientSecret: z.string().nullable().optional(),
-    notionCustomKeyEnabled: z.boolean().nullable().optional(),
-    onedriveClientId: z.string().nullable().optional(),
-    onedriveClientSecret: z.string().nullable().optional(),
-    onedriveCustomKeyEnabled: z.boolean().nullable().optional(),
-  })
-  .strict();
-export type SettingsPatch = z.infer<typeof SettingsPatch>;
