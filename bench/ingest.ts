@@ -5,9 +5,12 @@
  *
  * Reports add throughput (HTTP requests/s), end-to-end documents/s to done, p50/p99
  * time-to-done, and — as the ceiling, measured in the same run on the same broker — the raw
- * JetStream publish rate of the same payloads. Figures, not assertions.
+ * JetStream publish rate of the same payloads (publishes pipelined, 256 in flight), and the CPU
+ * milliseconds each service (and nats-server) spent per document, so the next bottleneck is
+ * visible. Figures, not assertions.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir, cpus, totalmem } from 'node:os';
 import path from 'node:path';
 import { parseArgs } from 'node:util';
@@ -41,6 +44,28 @@ function makeDoc(i: number): string {
     out += Array.from({ length: 4 }, sentence).join(' ') + '\n\n';
   }
   return out.slice(0, 2048);
+}
+
+/** Clock ticks per second of /proc/<pid>/stat's CPU times. */
+const CLK_TCK = (() => {
+  try {
+    return Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
+  } catch {
+    return 100;
+  }
+})();
+
+/** CPU time (user + system) a process has used so far, in ms; NaN when it cannot be read (not Linux, gone). */
+function cpuMs(pid: number | undefined): number {
+  if (!pid) return NaN;
+  try {
+    // The command name (field 2) may hold spaces; the fields after its closing parenthesis do not.
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return ((Number(f[11]) + Number(f[12])) / CLK_TCK) * 1000;
+  } catch {
+    return NaN;
+  }
 }
 
 function pct(sorted: number[], p: number): number {
@@ -87,6 +112,8 @@ async function main(): Promise<void> {
       },
     });
 
+    const cpuOf = () => ({ ...Object.fromEntries(procs.map((p) => [p.name, cpuMs(p.child.pid)])), 'nats-server': cpuMs(nats.pid()) }) as Record<string, number>;
+    const cpu0 = cpuOf();
     let next = 0;
     const t0 = performance.now();
     const worker = async () => {
@@ -115,6 +142,8 @@ async function main(): Promise<void> {
       await new Promise((r) => setTimeout(r, 50));
     }
     const e2eSecs = (performance.now() - t0) / 1000;
+    const cpu1 = cpuOf();
+    const cpuMsPerDoc = Object.fromEntries(Object.keys(cpu0).map((k) => [k, +((cpu1[k]! - cpu0[k]!) / N).toFixed(2)]));
     const counts = await views.countByStatus();
     await views.close();
     sub.unsubscribe();
@@ -132,6 +161,8 @@ async function main(): Promise<void> {
       ceilingJetStreamPublishPerSec: Math.round(publishRate),
       addVsCeiling: +(N / addSecs / publishRate).toFixed(3),
       endToEndVsCeiling: +(N / e2eSecs / publishRate).toFixed(3),
+      cpuMsPerDoc,
+      cpuMsPerDocTotal: +Object.values(cpuMsPerDoc).reduce((a, b) => a + b, 0).toFixed(2),
       failed: counts.failed,
     };
     if (values.json) {
@@ -146,6 +177,10 @@ async function main(): Promise<void> {
           `  time to done                 p50 ${result.timeToDoneMs.p50} ms, p99 ${result.timeToDoneMs.p99} ms`,
           `  ceiling: raw JetStream pub   ${result.ceilingJetStreamPublishPerSec} messages/s (same payloads, same broker, this run)`,
           `  ratio to ceiling             add ${result.addVsCeiling}, end-to-end ${result.endToEndVsCeiling}`,
+          `  CPU ms per document          ${result.cpuMsPerDocTotal} in all: ${Object.entries(cpuMsPerDoc)
+            .sort((a, b) => b[1] - a[1])
+            .map(([k, v]) => `${k} ${v}`)
+            .join(', ')}`,
           `  failed                       ${result.failed}`,
           '',
         ].join('\n'),
