@@ -35,7 +35,7 @@ import {
 } from '@memstream/kit';
 import { canonical, evolve, type DocumentView, type DocumentViews } from '@memstream/views';
 import { ZodError } from 'zod';
-import { assertOwns, assertTagsInScope, canSee, owns, readTags, writeTags, type TagScope } from './scope.js';
+import { assertOwns, assertTagsInScope, canSee, customIdNamespace, owns, readTags, writeTags, type TagScope } from './scope.js';
 
 /** A document's latest state as the log has it: what the gateway decides from, without waiting for the projection. */
 export interface DocumentHead {
@@ -153,7 +153,7 @@ async function entityContextFor(ports: GatewayPorts, tags: string[], given: stri
  * Answers only after JetStream acknowledged the event, so nothing accepted is lost.
  */
 export async function submit(ports: GatewayPorts, s: Submission, headers: Record<string, string> = {}): Promise<{ id: string; status: DocumentResponse['status'] }> {
-  const documentId = s.documentId ?? (s.customId ? documentIdForCustomId(s.customId) : newId());
+  const documentId = s.documentId ?? (s.customId ? documentIdForCustomId(s.customId, customIdNamespace(s.scope ?? null)) : newId());
   for (let attempt = 0; attempt < 5; attempt++) {
     const head = await ports.events.head(documentId);
     const live = head.submitted && !head.deleted ? head.submitted : null;
@@ -337,11 +337,17 @@ export async function batchAdd(ports: GatewayPorts, body: unknown, headers: Reco
   return { results, success: results.length - failed, failed };
 }
 
-/** The document an id names: a document id, or a customId. */
-async function resolveId(ports: GatewayPorts, idOrCustomId: string): Promise<{ id: string; view: DocumentView | null; head: DocumentHead }> {
+/** The document ids a path segment may name: itself as a document id, and the id of that customId in the caller's namespace. */
+export function documentIdCandidates(idOrCustomId: string, scope: TagScope): string[] {
   const candidates: string[] = [];
   if (DOCUMENT_ID_PATTERN.test(idOrCustomId)) candidates.push(idOrCustomId);
-  if (CUSTOM_ID_PATTERN.test(idOrCustomId) && idOrCustomId.length <= 100) candidates.push(documentIdForCustomId(idOrCustomId));
+  if (CUSTOM_ID_PATTERN.test(idOrCustomId) && idOrCustomId.length <= 100) candidates.push(documentIdForCustomId(idOrCustomId, customIdNamespace(scope)));
+  return [...new Set(candidates)];
+}
+
+/** The document an id names: a document id, or a customId of the caller's namespace. */
+async function resolveId(ports: GatewayPorts, idOrCustomId: string, scope: TagScope): Promise<{ id: string; view: DocumentView | null; head: DocumentHead }> {
+  const candidates = documentIdCandidates(idOrCustomId, scope);
   for (const id of candidates) {
     const [view, head] = await Promise.all([ports.views.get(id), ports.events.head(id)]);
     if (head.deleted) continue;
@@ -356,7 +362,7 @@ async function resolveId(ports: GatewayPorts, idOrCustomId: string): Promise<{ i
  * submission: GET right after add never says 404.
  */
 export async function getDocument(ports: GatewayPorts, idOrCustomId: string, scope: TagScope = null): Promise<DocumentView> {
-  const { view, head } = await resolveId(ports, idOrCustomId);
+  const { view, head } = await resolveId(ports, idOrCustomId, scope);
   // Where the view is behind the log (a revision or a metadata update not projected yet), the
   // log's events bring it up to date; the reducer ignores whatever the view already has.
   let v = view;
@@ -373,7 +379,7 @@ export async function getDocument(ports: GatewayPorts, idOrCustomId: string, sco
 export async function updateDocument(ports: GatewayPorts, idOrCustomId: string, body: unknown, headers: Record<string, string> = {}, scope: TagScope = null) {
   const req = UpdateDocumentRequest.parse(body);
   for (let attempt = 0; attempt < 5; attempt++) {
-    const { id, head, view: found } = await resolveId(ports, idOrCustomId);
+    const { id, head, view: found } = await resolveId(ports, idOrCustomId, scope);
     const current = head.submitted ? currentScope(head) : { containerTags: found?.containerTags ?? [], metadata: found?.metadata ?? {}, version: 0 };
     assertOwns(scope, current.containerTags, idOrCustomId);
     if (req.customId !== undefined && req.customId !== (head.submitted?.data.customId ?? null)) {
@@ -413,7 +419,7 @@ export async function updateDocument(ports: GatewayPorts, idOrCustomId: string, 
  * processed succeeds (the stages drop work for a deleted document).
  */
 export async function deleteDocument(ports: GatewayPorts, idOrCustomId: string, reason: 'api' | 'bulk' = 'api', scope: TagScope = null): Promise<string> {
-  const { id, head, view } = await resolveId(ports, idOrCustomId);
+  const { id, head, view } = await resolveId(ports, idOrCustomId, scope);
   assertOwns(scope, head.submitted ? currentScope(head).containerTags : (view?.containerTags ?? []), idOrCustomId);
   const eventId = newId();
   const seq = await ports.events.publish({

@@ -80,3 +80,14 @@ export function assertOwns(scope: TagScope, docTags: readonly string[], idOrCust
     throw new PermissionError('Forbidden', `document ${JSON.stringify(idOrCustomId)} also belongs to container tags outside this API key's (${describe(scope)}); only a key covering all its tags may change it`);
   }
 }
+
+/**
+ * The namespace a caller's customIds live in: a document's id is derived from (namespace,
+ * customId), so two tenants using the same customId get two documents and can never see, claim
+ * or block each other's. The admin key has one namespace of its own ('default', the one every
+ * customId had before scoping); a scoped key's is its set of container tags, so every key with
+ * the same tags shares one.
+ */
+export function customIdNamespace(scope: TagScope): string {
+  return scope === null ? 'default' : `tags:${JSON.stringify([...new Set(scope)].sort())}`;
+}

@@ -1,6 +1,4 @@
 import {
-  CUSTOM_ID_PATTERN,
-  DOCUMENT_ID_PATTERN,
   V3SearchRequest,
   V4SearchRequest,
   type FilterExpr,
@@ -12,10 +10,11 @@ import {
 } from '@memstream/contracts';
 import { tokenize, type ChunkIndex, type SearchHit } from '@memstream/chunk-index';
 import type { Embedder } from '@memstream/embedder';
-import { ValidationError, documentIdForCustomId } from '@memstream/kit';
+import { ValidationError } from '@memstream/kit';
 import type { DocumentView, DocumentViews } from '@memstream/views';
 import { readTags, type TagScope } from './scope.js';
 import { searchMemoryHits, type MemoryPorts } from './memories.js';
+import { documentIdCandidates } from './documents.js';
 
 /** What search needs: the chunk index to rank, the view store for titles and timestamps, and the query embedder. */
 export interface SearchPorts {
@@ -59,14 +58,6 @@ function tagsOf(req: { containerTag?: string | undefined; containerTags?: string
   return [...new Set([...(req.containerTag ? [req.containerTag] : []), ...(req.containerTags ?? [])])];
 }
 
-/** The document ids `docId` may name: itself as an id, and the id its customId derives to (as GET resolves it). */
-function docIdCandidates(docId: string): string[] {
-  const out: string[] = [];
-  if (DOCUMENT_ID_PATTERN.test(docId)) out.push(docId);
-  if (CUSTOM_ID_PATTERN.test(docId) && docId.length <= 100) out.push(documentIdForCustomId(docId));
-  return [...new Set(out)];
-}
-
 /**
  * The documents under a filepath, from the view store: the index holds no paths, and turning the
  * path into a document-id restriction keeps it a restriction before ranking (so `limit` hits are
@@ -92,8 +83,9 @@ function intersect(a: string[] | undefined, b: string[] | undefined): string[] |
   return a.filter((x) => keep.has(x));
 }
 
-async function scopeOf(ports: SearchPorts, req: { containerTags?: string[] | undefined; filters?: FilterExpr | undefined; docId?: string | undefined; filepath?: string | undefined }): Promise<Scope> {
-  let documentIds = req.docId !== undefined ? docIdCandidates(req.docId) : undefined;
+async function scopeOf(ports: SearchPorts, req: { containerTags?: string[] | undefined; filters?: FilterExpr | undefined; docId?: string | undefined; filepath?: string | undefined; tagScope?: TagScope }): Promise<Scope> {
+  // A customId names a document of the caller's own customId namespace, as GET resolves it.
+  let documentIds = req.docId !== undefined ? documentIdCandidates(req.docId, req.tagScope ?? null) : undefined;
   if (req.filepath !== undefined) documentIds = intersect(documentIds, await documentsUnder(ports, req.filepath, req.containerTags));
   return {
     // Passed to the index whenever a tag was given: it restricts before ranking, so a hit from
@@ -148,7 +140,7 @@ export async function searchDocuments(ports: SearchPorts, body: unknown, tagScop
   const req = V3SearchRequest.parse(body);
   // A scoped key searches its own tags when it names none; naming another tag is 403.
   const tags = readTags(tagScope, tagsOf(req));
-  const scope = await scopeOf(ports, { containerTags: tags, filters: req.filters, docId: req.docId, filepath: req.filepath });
+  const scope = await scopeOf(ports, { containerTags: tags, filters: req.filters, docId: req.docId, filepath: req.filepath, tagScope });
   const hits = await retrieve(ports, req.q, scope, candidateDepth(req.limit));
 
   // Hits come best first, so a document's first hit is its best and the map's order is the ranking.

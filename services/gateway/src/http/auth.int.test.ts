@@ -432,16 +432,28 @@ describe('scoped API keys over real NATS KV', () => {
       expect(patch.status).toBe(403);
     });
 
-    it("a customId of another tenant's document cannot be taken over", async () => {
-      const theirs = await admin('POST', '/v3/documents', { content: 'tenant b owns this', customId: 'shared-name', containerTag: B });
+    it('two tenants use the same customId independently: separate documents, histories and revisions', async () => {
+      const other = (await newKey({ containerTag: 'solo-neighbour', rateLimitMax: 10_000 })).key;
+      // The neighbour claims the name first; the key for 'solo' is not blocked by it, nor told it exists.
+      const theirs = await api('POST', '/v3/documents', { key: other, body: { content: 'the neighbour owns this', customId: 'shared-name' } });
       expect(theirs.status).toBe(200);
-      const r = await api('POST', '/v3/documents', { key: one, body: { content: 'mine now', customId: 'shared-name' } });
-      expect(r.status).toBe(403);
-      const still = await admin('GET', '/v3/documents/shared-name');
-      expect(still.body).toMatchObject({ content: 'tenant b owns this', containerTags: [B] });
-      // GET by that customId: 404 to the scoped key.
-      expect((await api('GET', '/v3/documents/shared-name', { key: one })).status).toBe(404);
-      expect(documentIdForCustomId('shared-name')).toBe(theirs.body!.id);
+      const mine = await api('POST', '/v3/documents', { key: one, body: { content: 'mine', customId: 'shared-name' } });
+      expect(mine.status).toBe(200);
+      expect(mine.body!.id).not.toBe(theirs.body!.id);
+      expect((await api('GET', '/v3/documents/shared-name', { key: one })).body).toMatchObject({ id: mine.body!.id, content: 'mine', containerTags: ['solo'] });
+      expect((await api('GET', '/v3/documents/shared-name', { key: other })).body).toMatchObject({ id: theirs.body!.id, content: 'the neighbour owns this' });
+      // The neighbour deletes its document: mine is untouched, and my timeline never shows its history.
+      expect((await api('DELETE', '/v3/documents/shared-name', { key: other })).status).toBe(204);
+      expect((await api('GET', '/v3/documents/shared-name', { key: one })).status).toBe(200);
+      const again = await api('POST', '/v3/documents', { key: other, body: { content: 'the neighbour again', customId: 'shared-name' } });
+      expect(again.body!.id).toBe(theirs.body!.id);
+      const timeline = await api('GET', '/v3/documents/shared-name/timeline', { key: one });
+      expect(timeline.status).toBe(200);
+      const types = (timeline.body!.events as Array<{ type: string; revision: number }>).map((e) => `${e.type}@${e.revision}`);
+      expect(types).toEqual(['document.submitted.v1@1']);
+      // The admin key has a customId namespace of its own (docs/auth.md).
+      expect((await admin('GET', '/v3/documents/shared-name')).status).toBe(404);
+      expect(documentIdForCustomId('shared-name')).not.toBe(mine.body!.id);
     });
 
     it('a document shared with a tag outside the scope: visible, but not changeable (403)', async () => {
