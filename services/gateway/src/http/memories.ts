@@ -4,6 +4,7 @@ import { documentIdForCustomId, parseMessageArray, type Logger } from '@memstrea
 import { addDocument, type GatewayPorts } from '../handlers/documents.js';
 import { createMemories, forgetMatching, forgetMemory, listMemories, profile, updateMemory, type MemoryPorts } from '../handlers/memories.js';
 import { scopeOf } from './auth.js';
+import { customIdNamespace } from '../handlers/scope.js';
 
 export interface MemoryRouteOptions {
   memories: MemoryPorts;
@@ -21,7 +22,8 @@ export interface MemoryRouteOptions {
 async function addConversation(opts: MemoryRouteOptions, body: unknown, headers: Record<string, string>, res: import('express').Response) {
   const req = ConversationRequest.parse(body);
   const messages = req.messages.map((m) => ({ role: m.role, content: m.content, ...(m.name ? { name: m.name } : {}) }));
-  const existing = await opts.documents.views.get(documentIdForCustomId(req.conversationId));
+  // The conversation's document in the caller's own customId namespace, where the add below writes it.
+  const existing = await opts.documents.views.get(documentIdForCustomId(req.conversationId, customIdNamespace(scopeOf(res))));
   const held = existing?.content ? (parseMessageArray(existing.content) ?? []) : [];
   const alreadyHeld = held.length > 0 && held.length <= messages.length && held.every((h, i) => h.role === messages[i]!.role && h.content === messages[i]!.content);
   const added = alreadyHeld ? messages.slice(held.length) : messages;
