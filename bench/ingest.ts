@@ -3,11 +3,13 @@
  *
  *   ./memstream bench [--docs 1000] [--concurrency 16]
  *
- * Reports add throughput (HTTP requests/s), end-to-end documents/s to done, p50/p99
- * time-to-done, and — as the ceiling, measured in the same run on the same broker — the raw
- * JetStream publish rate of the same payloads (publishes pipelined, 256 in flight), and the CPU
- * milliseconds each service (and nats-server) spent per document, so the next bottleneck is
- * visible. Figures, not assertions.
+ * Two phases in one run: N documents with taskType superrag (no memories), then N with taskType
+ * memory (the memorizer extracts and resolves memories after indexing). Reports, per phase, add
+ * throughput (HTTP requests/s), end-to-end documents/s to done, p50/p99 time-to-done (and for
+ * memory, to memorized), the CPU milliseconds each service (and nats-server) spent per document,
+ * so the next bottleneck is visible, and — as the ceiling, measured in the same run on the same
+ * broker — the raw JetStream publish rate of the same payloads (publishes pipelined, 256 in
+ * flight). Figures, not assertions.
  */
 import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
@@ -102,67 +104,105 @@ async function main(): Promise<void> {
     const url = gw.url!;
 
     // Time-to-done per document: from the moment its add was sent to the moment its indexed
-    // event (the event that makes it done) is published.
+    // event (the event that makes it done) is published; time-to-memorized: to the moment the
+    // memorizer's extraction commit for it is in the MEMORY stream.
     const sentAt = new Map<string, number>();
     const doneAt = new Map<string, number>();
+    const memorizedAt = new Map<string, number>();
     const sub = bus.nc.subscribe('doc.*.indexed', {
       callback: (_err, msg) => {
         const id = msg.subject.split('.')[1]!;
         if (!doneAt.has(id)) doneAt.set(id, performance.now());
       },
     });
-
-    const cpuOf = () => ({ ...Object.fromEntries(procs.map((p) => [p.name, cpuMs(p.child.pid)])), 'nats-server': cpuMs(nats.pid()) }) as Record<string, number>;
-    const cpu0 = cpuOf();
-    let next = 0;
-    const t0 = performance.now();
-    const worker = async () => {
-      while (next < N) {
-        const i = next++;
-        const t = performance.now();
-        const res = await fetch(`${url}/v3/documents`, {
-          method: 'POST',
-          headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
-          body: JSON.stringify({ content: docs[i], containerTag: 'bench' }),
-        });
-        if (res.status !== 200) throw new Error(`add answered ${res.status}: ${await res.text()}`);
-        const { id } = (await res.json()) as { id: string };
-        sentAt.set(id, t);
-      }
-    };
-    await Promise.all(Array.from({ length: C }, worker));
-    const addSecs = (performance.now() - t0) / 1000;
-
+    const memSub = bus.nc.subscribe('mem.>', {
+      callback: (_err, msg) => {
+        const commit = JSON.parse(new TextDecoder().decode(msg.data)) as { cause?: { kind?: string; documentId?: string } };
+        if (commit.cause?.kind === 'extraction' && commit.cause.documentId && !memorizedAt.has(commit.cause.documentId)) memorizedAt.set(commit.cause.documentId, performance.now());
+      },
+    });
     const views = SqliteDocumentViews.open(path.join(dir, 'views.sqlite'));
-    const deadline = Date.now() + 10 * 60_000;
-    for (;;) {
-      const c = await views.countByStatus();
-      if (c.done + c.failed >= N) break;
-      if (Date.now() > deadline) throw new Error(`not all documents finished: ${JSON.stringify(c)}`);
-      await new Promise((r) => setTimeout(r, 50));
-    }
-    const e2eSecs = (performance.now() - t0) / 1000;
-    const cpu1 = cpuOf();
-    const cpuMsPerDoc = Object.fromEntries(Object.keys(cpu0).map((k) => [k, +((cpu1[k]! - cpu0[k]!) / N).toFixed(2)]));
+    const cpuOf = () => ({ ...Object.fromEntries(procs.map((p) => [p.name, cpuMs(p.child.pid)])), 'nats-server': cpuMs(nats.pid()) }) as Record<string, number>;
+
+    /** One phase: N documents of one taskType, started once the phase before has finished. */
+    const phase = async (taskType: 'superrag' | 'memory', finishedBefore: number) => {
+      const ids: string[] = [];
+      const cpu0 = cpuOf();
+      let next = 0;
+      const t0 = performance.now();
+      const worker = async () => {
+        while (next < N) {
+          const i = next++;
+          const t = performance.now();
+          const res = await fetch(`${url}/v3/documents`, {
+            method: 'POST',
+            headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
+            body: JSON.stringify({ content: docs[i], containerTag: `bench-${taskType}`, taskType }),
+          });
+          if (res.status !== 200) throw new Error(`add answered ${res.status}: ${await res.text()}`);
+          const { id } = (await res.json()) as { id: string };
+          sentAt.set(id, t);
+          ids.push(id);
+        }
+      };
+      await Promise.all(Array.from({ length: C }, worker));
+      const addSecs = (performance.now() - t0) / 1000;
+      const deadline = Date.now() + 10 * 60_000;
+      for (;;) {
+        const c = await views.countByStatus();
+        if (c.done + c.failed >= finishedBefore + N) break;
+        if (Date.now() > deadline) throw new Error(`not all documents finished: ${JSON.stringify(c)}`);
+        await new Promise((r) => setTimeout(r, 50));
+      }
+      const e2eSecs = (performance.now() - t0) / 1000;
+      let memorizedSecs: number | null = null;
+      if (taskType === 'memory') {
+        while (!ids.every((id) => memorizedAt.has(id))) {
+          if (Date.now() > deadline) throw new Error(`not all documents memorized: ${ids.filter((id) => memorizedAt.has(id)).length} of ${N}`);
+          await new Promise((r) => setTimeout(r, 50));
+        }
+        memorizedSecs = (performance.now() - t0) / 1000;
+      }
+      const cpu1 = cpuOf();
+      const cpuMsPerDoc = Object.fromEntries(Object.keys(cpu0).map((k) => [k, +((cpu1[k]! - cpu0[k]!) / N).toFixed(2)]));
+      const since = (m: Map<string, number>) => ids.map((id) => (m.get(id) ?? NaN) - sentAt.get(id)!).filter((x) => !Number.isNaN(x)).sort((a, b) => a - b);
+      const lat = since(doneAt);
+      const mem = since(memorizedAt);
+      return {
+        taskType,
+        addRequestsPerSec: Math.round(N / addSecs),
+        endToEndDocsPerSec: Math.round(N / e2eSecs),
+        timeToDoneMs: { p50: Math.round(pct(lat, 50)), p99: Math.round(pct(lat, 99)) },
+        ...(memorizedSecs !== null ? { memorizedDocsPerSec: Math.round(N / memorizedSecs), timeToMemorizedMs: { p50: Math.round(pct(mem, 50)), p99: Math.round(pct(mem, 99)) } } : {}),
+        cpuMsPerDoc,
+        cpuMsPerDocTotal: +Object.values(cpuMsPerDoc).reduce((a, b) => a + b, 0).toFixed(2),
+      };
+    };
+    // superrag first (no memorizer work), then memory: the difference is the memorizer's cost.
+    const withoutMemory = await phase('superrag', 0);
+    const withMemory = await phase('memory', N);
     const counts = await views.countByStatus();
     await views.close();
     sub.unsubscribe();
+    memSub.unsubscribe();
     await bus.close();
 
-    const lat = [...sentAt.entries()].map(([id, t]) => (doneAt.get(id) ?? NaN) - t).filter((x) => !Number.isNaN(x)).sort((a, b) => a - b);
     const result = {
       machine: `${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.versions.node}, nats-server ${nats.version}`,
       docs: N,
       concurrency: C,
       docBytes: 2048,
-      addRequestsPerSec: Math.round(N / addSecs),
-      endToEndDocsPerSec: Math.round(N / e2eSecs),
-      timeToDoneMs: { p50: Math.round(pct(lat, 50)), p99: Math.round(pct(lat, 99)) },
+      // The pipeline's own figures, as before memories existed: the superrag phase.
+      addRequestsPerSec: withoutMemory.addRequestsPerSec,
+      endToEndDocsPerSec: withoutMemory.endToEndDocsPerSec,
+      timeToDoneMs: withoutMemory.timeToDoneMs,
       ceilingJetStreamPublishPerSec: Math.round(publishRate),
-      addVsCeiling: +(N / addSecs / publishRate).toFixed(3),
-      endToEndVsCeiling: +(N / e2eSecs / publishRate).toFixed(3),
-      cpuMsPerDoc,
-      cpuMsPerDocTotal: +Object.values(cpuMsPerDoc).reduce((a, b) => a + b, 0).toFixed(2),
+      addVsCeiling: +(withoutMemory.addRequestsPerSec / publishRate).toFixed(3),
+      endToEndVsCeiling: +(withoutMemory.endToEndDocsPerSec / publishRate).toFixed(3),
+      cpuMsPerDoc: withoutMemory.cpuMsPerDoc,
+      cpuMsPerDocTotal: withoutMemory.cpuMsPerDocTotal,
+      withoutMemory,
+      withMemory,
       failed: counts.failed,
     };
     if (values.json) {
@@ -171,16 +211,22 @@ async function main(): Promise<void> {
       process.stdout.write(
         [
           `memstream ingest bench — ${result.machine}`,
-          `  documents                    ${N} × 2 KB text, ${C} concurrent clients`,
-          `  add throughput               ${result.addRequestsPerSec} requests/s`,
-          `  end-to-end to done           ${result.endToEndDocsPerSec} documents/s`,
-          `  time to done                 p50 ${result.timeToDoneMs.p50} ms, p99 ${result.timeToDoneMs.p99} ms`,
+          `  documents                    ${N} × 2 KB text per phase, ${C} concurrent clients`,
+          ...[withoutMemory, withMemory].flatMap((ph) => [
+            `  taskType ${ph.taskType}${ph.taskType === 'memory' ? ' (the memorizer runs too)' : ' (no memories)'}`,
+            `    add throughput             ${ph.addRequestsPerSec} requests/s`,
+            `    end-to-end to done         ${ph.endToEndDocsPerSec} documents/s`,
+            `    time to done               p50 ${ph.timeToDoneMs.p50} ms, p99 ${ph.timeToDoneMs.p99} ms`,
+            ...(ph.timeToMemorizedMs
+              ? [`    end-to-end to memorized    ${ph.memorizedDocsPerSec} documents/s`, `    time to memorized          p50 ${ph.timeToMemorizedMs.p50} ms, p99 ${ph.timeToMemorizedMs.p99} ms`]
+              : []),
+            `    CPU ms per document        ${ph.cpuMsPerDocTotal} in all: ${Object.entries(ph.cpuMsPerDoc)
+              .sort((a, b) => b[1] - a[1])
+              .map(([k, v]) => `${k} ${v}`)
+              .join(', ')}`,
+          ]),
           `  ceiling: raw JetStream pub   ${result.ceilingJetStreamPublishPerSec} messages/s (same payloads, same broker, this run)`,
-          `  ratio to ceiling             add ${result.addVsCeiling}, end-to-end ${result.endToEndVsCeiling}`,
-          `  CPU ms per document          ${result.cpuMsPerDocTotal} in all: ${Object.entries(cpuMsPerDoc)
-            .sort((a, b) => b[1] - a[1])
-            .map(([k, v]) => `${k} ${v}`)
-            .join(', ')}`,
+          `  ratio to ceiling (superrag)  add ${result.addVsCeiling}, end-to-end ${result.endToEndVsCeiling}`,
           `  failed                       ${result.failed}`,
           '',
         ].join('\n'),
