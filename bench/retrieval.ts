@@ -14,6 +14,8 @@ import { HashedEmbedder } from '../packages/embedder/src/hashed.js';
 import type { Embedder } from '../packages/embedder/src/port.js';
 import { evaluate, formatEvaluation } from '../test/retrieval/evaluate.js';
 import { loadRetrievalSet } from '../test/retrieval/manpages.js';
+import { generateConversations } from '../test/retrieval/conversations.js';
+import { evaluateConversations, formatConversationEvaluation } from '../test/retrieval/evaluate-conversations.js';
 
 const { values } = parseArgs({
   options: {
@@ -21,23 +23,40 @@ const { values } = parseArgs({
     queries: { type: 'string', default: '500' },
     seed: { type: 'string', default: '7' },
     onnx: { type: 'string' },
+    // hashed | static: the offline model to measure (default: the service default).
+    embedder: { type: 'string' },
     // Also run hybrid at each dense weight of this list (e.g. 0,0.1,0.2,0.3) × each floor of --floors.
     sweep: { type: 'string' },
     floors: { type: 'string', default: '0.2' },
+    // Generated multi-session conversations for the evidence-recall part (0 skips it).
+    conversations: { type: 'string', default: '60' },
+    // Only one part: manpages | conversations.
+    only: { type: 'string' },
     json: { type: 'boolean', default: false },
   },
 });
 
-const set = loadRetrievalSet({ docs: Number(values.docs), queries: Number(values.queries), seed: Number(values.seed) });
-const embedder: Embedder = values.onnx ? await loadEmbedder({ kind: 'onnx', modelDir: values.onnx }) : new HashedEmbedder();
+const embedder: Embedder = values.onnx
+  ? await loadEmbedder({ kind: 'onnx', modelDir: values.onnx })
+  : values.embedder === 'static'
+    ? await loadEmbedder({ kind: 'static' })
+    : new HashedEmbedder();
 const sweep = (values.sweep ?? '')
   .split(',')
   .filter(Boolean)
   .flatMap((w) => values.floors.split(',').map((f) => ({ denseWeight: Number(w), denseFloor: Number(f) })));
-const e = await evaluate(set, embedder, { sweep });
-if (values.json) console.log(JSON.stringify({ ...e, set: set.stats }));
-else {
-  console.log(`machine: ${cpus().length} × ${cpus()[0]?.model ?? '?'}, load ${loadavg()[0]!.toFixed(2)}, node ${process.version}`);
-  console.log(`pages read: ${set.stats.usable} usable of ${set.stats.files} files (${set.stats.duplicates} ambiguous descriptions not used as queries)`);
-  console.log(formatEvaluation(e));
+if (!values.json) console.log(`machine: ${cpus().length} × ${cpus()[0]?.model ?? '?'}, load ${loadavg()[0]!.toFixed(2)}, node ${process.version}`);
+if (values.only !== 'conversations') {
+  const set = loadRetrievalSet({ docs: Number(values.docs), queries: Number(values.queries), seed: Number(values.seed) });
+  const e = await evaluate(set, embedder, { sweep });
+  if (values.json) console.log(JSON.stringify({ ...e, set: set.stats }));
+  else {
+    console.log(`pages read: ${set.stats.usable} usable of ${set.stats.files} files (${set.stats.duplicates} ambiguous descriptions not used as queries)`);
+    console.log(formatEvaluation(e));
+  }
+}
+if (values.only !== 'manpages' && Number(values.conversations) > 0) {
+  const convs = generateConversations({ count: Number(values.conversations), seed: Number(values.seed) });
+  const c = await evaluateConversations(convs, embedder, { sweep });
+  console.log(values.json ? JSON.stringify(c) : formatConversationEvaluation(c));
 }

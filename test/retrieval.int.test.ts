@@ -19,6 +19,10 @@ describe('retrieval over real text: manual pages, their NAME lines as queries', 
     expect(e.scores.hybrid.recallAt10).toBeGreaterThan(0.7);
     // Ranks mean something: the relevant page is usually near the top, not just anywhere in 10.
     expect(e.scores.keyword.mrrAt10).toBeGreaterThan(0.5);
+    // The default search beats textbook BM25 over the same chunks, measured in the same run
+    // (600 pages: +0.05 recall@10, +0.04 MRR@10 when this was written).
+    expect(e.scores.hybrid.recallAt10).toBeGreaterThanOrEqual(e.scores.bm25.recallAt10 + 0.02);
+    expect(e.scores.hybrid.mrrAt10).toBeGreaterThanOrEqual(e.scores.bm25.mrrAt10 + 0.02);
     // Restricting to the page's own tag removes competitors, so it can only help.
     expect(e.taggedRecallAt10).toBeGreaterThanOrEqual(e.scores.hybrid.recallAt10 - 0.02);
   }, 240_000);

@@ -190,7 +190,7 @@ export async function replayEmbed(config: Config, dir: string, argv: string[], w
     options: { model: { type: 'string' }, 'dry-run': { type: 'boolean' }, yes: { type: 'boolean' }, 'wait-timeout': { type: 'string' } },
     strict: true,
   });
-  if (!values.model) throw new Error('--model <spec> is required: hashed:<dim>, openai:<model>[:<dim>] or onnx:<model folder>');
+  if (!values.model) throw new Error('--model <spec> is required: hashed:<dim>, static, openai:<model>[:<dim>] or onnx:<model folder>');
   const waitMs = Number(values['wait-timeout'] ?? 120) * 1000;
   const { env, embedding } = await loadEmbeddingEnv();
   const settings = embedding.modelSpecSettings(values.model, { EMBEDDING_BASE_URL: env.EMBEDDING_BASE_URL });

@@ -153,6 +153,9 @@ describe('model specs and switch plans', () => {
       EMBEDDING_BASE_URL: 'http://h/v1',
     });
     expect(modelSpecSettings('onnx:/models/e5')).toEqual({ EMBEDDER: 'onnx', ONNX_MODEL_DIR: '/models/e5' });
+    expect(modelSpecSettings('static')).toEqual({ EMBEDDER: 'static' });
+    expect(embedderConfigFrom(withModelSettings(env, modelSpecSettings('static')))).toEqual({ kind: 'static' });
+    expect(() => modelSpecSettings('static:300')).toThrow(/static takes no argument/);
     expect(() => modelSpecSettings('bert:1')).toThrow(/unknown kind bert/);
     expect(() => modelSpecSettings('onnx:')).toThrow(/expected onnx/);
     const hashed = embedderConfigFrom(withModelSettings(env, modelSpecSettings('hashed:256')));

@@ -38,12 +38,12 @@ const fraction = (name: string) =>
 
 /**
  * The default `chunkThreshold` (v3) and `threshold` (v4). Search scores are absolute (0..1, see
- * docs/search.md): a chunk that shares no word with the query can reach at most the dense
- * weight (0.3) times its rescaled cosine, so below this sit chunks that are only vaguely similar
- * — a query about nothing the store holds returns nothing — while a chunk holding one rare
- * word of a two-word query scores about 0.35.
+ * docs/search.md): 0.9 × the keyword score + 0.1 × the cosine rescaled from 0.3..1. A chunk
+ * sharing no word with the query and no closer than cosine 0.3 (where unrelated text sits)
+ * scores 0, so a query about nothing the store holds returns nothing, while a chunk found only
+ * by meaning (a paraphrase, cosine ≳ 0.4) still passes.
  */
-export const DEFAULT_SEARCH_THRESHOLD = 0.2;
+export const DEFAULT_SEARCH_THRESHOLD = 0.01;
 
 const Query = z
   .string({ error: 'q is required and must be a string' })

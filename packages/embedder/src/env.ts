@@ -13,11 +13,12 @@ const unsetIfEmpty = <T extends z.ZodType>(schema: T) => z.preprocess((v) => (v 
  */
 export const embedderEnv = {
   /**
-   * Which Embedder adapter: `hashed` is the offline lexical default; `openai` is any
-   * OpenAI-compatible /v1/embeddings server (OpenAI, Ollama, vLLM, TEI); `onnx` runs a local
-   * sentence-embedding model folder (ONNX_MODEL_DIR) in-process, offline.
+   * Which Embedder adapter: `hashed` is the offline lexical default; `static` the offline GloVe
+   * word-vector model built at install time (docs/search.md); `openai` is any OpenAI-compatible
+   * /v1/embeddings server (OpenAI, Ollama, vLLM, TEI); `onnx` runs a local sentence-embedding
+   * model folder (ONNX_MODEL_DIR) in-process, offline.
    */
-  EMBEDDER: z.enum(['hashed', 'openai', 'onnx']).default('hashed'),
+  EMBEDDER: z.enum(['hashed', 'static', 'openai', 'onnx']).default('hashed'),
   /**
    * The vector length. For `hashed` it chooses the size (default 384); for `openai` it must be
    * the model's (checked on every response; default 384), e.g. 1536 for text-embedding-3-small,
@@ -89,6 +90,7 @@ export function embedderConfigFrom(c: EmbedderEnv): EmbedderConfig {
       burst: c.EMBEDDING_BURST,
     };
   }
+  if (c.EMBEDDER === 'static') return { kind: 'static' };
   if (c.EMBEDDER === 'onnx') {
     if (!c.ONNX_MODEL_DIR) throw new Error('ONNX_MODEL_DIR is required when EMBEDDER=onnx');
     return { kind: 'onnx', modelDir: c.ONNX_MODEL_DIR, dim: c.EMBEDDING_DIM, batchSize: c.EMBED_BATCH, pooling: c.ONNX_POOLING };

@@ -3,29 +3,35 @@ import { OnnxEmbedder, type OnnxEmbedderOptions } from './onnx.js';
 import { OpenAiEmbedder, type OpenAiEmbedderOptions } from './openai.js';
 import type { Embedder } from './port.js';
 import type { RateLimiter } from './rate-limit.js';
+import { StaticEmbedder, installedSourceVersion, staticModelPath } from './static-model.js';
 
 export type { Embedder } from './port.js';
 export { HashedEmbedder } from './hashed.js';
 export { EmbeddingDimensionError, OpenAiEmbedder, retryAfterMs, type OpenAiEmbedderOptions } from './openai.js';
 export { OnnxEmbedder, onnxModelDirProblems, type OnnxEmbedderOptions, type OnnxPooling } from './onnx.js';
 export { localRateLimiter, rateLimitKey, type RateLimiter } from './rate-limit.js';
+export { StaticEmbedder, installedSourceVersion, staticModelPath } from './static-model.js';
 
 /** How a process picks its model. */
 export type EmbedderConfig =
   | { kind: 'hashed'; dim?: number }
+  /** The static GloVe word-vector model built at install time (or a model file given here). */
+  | { kind: 'static'; file?: string }
   /** Any OpenAI-compatible /v1/embeddings server (OpenAI, Ollama, vLLM, TEI). */
   | ({ kind: 'openai' } & OpenAiEmbedderOptions)
   /** A local ONNX sentence-embedding model folder, run in-process, offline. */
   | ({ kind: 'onnx' } & OnnxEmbedderOptions);
 
 /**
- * Builds a configured Embedder synchronously: `hashed` and `openai` only. An ONNX model must be
+ * Builds a configured Embedder synchronously: `hashed`, `static` and `openai`. An ONNX model must be
  * loaded first (its dimension is read from it), so `onnx` needs loadEmbedder.
  */
 export function createEmbedder(config: EmbedderConfig): Embedder {
   switch (config.kind) {
     case 'hashed':
       return config.dim === undefined ? new HashedEmbedder() : new HashedEmbedder({ dim: config.dim });
+    case 'static':
+      return StaticEmbedder.load(config.file ?? staticModelPath(installedSourceVersion()));
     case 'openai': {
       const { kind: _kind, ...options } = config;
       return new OpenAiEmbedder(options);

@@ -8,7 +8,7 @@ const SPEC_KEYS: readonly EmbedderEnvKey[] = ['EMBEDDER', 'EMBEDDING_DIM', 'EMBE
 
 /**
  * A model spec of `memstream replay embed --model`, as the embedding settings it stands for:
- * `hashed:<dim>`, `openai:<model>[:<dim>]` (the endpoint from EMBEDDING_BASE_URL), `onnx:<dir>`.
+ * `hashed:<dim>`, `static`, `openai:<model>[:<dim>]` (the endpoint from EMBEDDING_BASE_URL), `onnx:<dir>`.
  * The result is stored with the active model in NATS KV, so every process builds the same model
  * from its own environment plus these settings. Throws with the reason on a bad spec.
  */
@@ -19,6 +19,9 @@ export function modelSpecSettings(spec: string, env: { EMBEDDING_BASE_URL?: stri
   switch (kind) {
     case 'hashed':
       return { EMBEDDER: 'hashed', EMBEDDING_DIM: rest || '384' };
+    case 'static':
+      if (rest) throw new Error(`model spec ${spec}: static takes no argument (the model built at install time)`);
+      return { EMBEDDER: 'static' };
     case 'openai': {
       const m = /^(.+?)(?::(\d+))?$/.exec(rest);
       if (!m) throw new Error(`model spec ${spec}: expected openai:<model>[:<dim>]`);
@@ -33,7 +36,7 @@ export function modelSpecSettings(spec: string, env: { EMBEDDING_BASE_URL?: stri
       if (!rest) throw new Error(`model spec ${spec}: expected onnx:<model folder>`);
       return { EMBEDDER: 'onnx', ONNX_MODEL_DIR: rest };
     default:
-      throw new Error(`model spec ${spec}: unknown kind ${kind} (hashed:<dim>, openai:<model>[:<dim>], onnx:<dir>)`);
+      throw new Error(`model spec ${spec}: unknown kind ${kind} (hashed:<dim>, static, openai:<model>[:<dim>], onnx:<dir>)`);
   }
 }
 

@@ -1,6 +1,7 @@
 import { createHash } from 'node:crypto';
 import type { Chunk } from '@memstream/contracts';
 import o200k_base from 'js-tiktoken/ranks/o200k_base';
+import { conversationUnits } from './conversation.js';
 
 /**
  * Structure-aware chunking with real o200k_base token counts.
@@ -8,8 +9,9 @@ import o200k_base from 'js-tiktoken/ranks/o200k_base';
  * 1. Blocks. The text is cut into blocks by its structure: markdown sections (a heading starts
  *    one; the heading path "# A > ## B" is the first line of every chunk of the section, so a
  *    chunk read alone still says where it came from), fenced code blocks, paragraphs and list
- *    items; conversation turns (a line starting with a speaker label and its continuation lines);
- *    plain paragraphs (blank-line separated). A chunk never spans two markdown sections.
+ *    items; plain paragraphs (blank-line separated). Conversations are cut into their turns
+ *    instead (conversation.ts).
+ *    A chunk never spans two markdown sections.
  * 2. Elements. A block that fits in a chunk is atomic. A bigger one is cut into sentences (code
  *    into lines), and a sentence still too big into token windows.
  * 3. Cuts. Inside a section, a cut goes after element i when the hash of i's opening (its first
@@ -71,9 +73,19 @@ export function chunkText(text: string, format: TextFormat, opts: ChunkOptions =
   }
   const src = clean(text);
   if (src.trim() === '') return [];
+  // Conversations are cut into their turns (conversation.ts), not packed into slabs.
+  if (format === 'conversation') {
+    const split = (t: string, budget: number) => chunkText(t, 'plain', { maxTokens: Math.max(MIN_MAX_TOKENS, budget) }).map((c) => c.text);
+    return conversationUnits(src, maxTokens, countTokens, split).map((t, index) => ({
+      index,
+      hash: createHash('sha256').update(t, 'utf8').digest('hex'),
+      text: t,
+      tokens: countTokens(t),
+    }));
+  }
 
   const sections =
-    format === 'markdown' ? markdownSections(src) : format === 'conversation' ? conversationSections(src) : plainSections(src);
+    format === 'markdown' ? markdownSections(src) : plainSections(src);
   let packed = packSections(src, sections, maxTokens, minTokens);
   // A markdown text of headings only has no section bodies; its words must still be searchable.
   if (packed.length === 0) packed = packSections(src, plainSections(src), maxTokens, minTokens);
@@ -436,28 +448,6 @@ function markdownSections(src: string): Section[] {
   if (fence) pushBlock(current.blocks, src, fence.start, src.length, 'code');
   closeOpen();
   return sections;
-}
-
-/**
- * A speaker label: up to three words and 40 characters before a colon and a space, optionally
- * after a "[time]" stamp, a quote marker or bold markup ("User: …", "**Dr. Lee:** …",
- * "[10:02] alice: …"). A false positive only adds a block boundary, which costs nothing.
- */
-const SPEAKER_LABEL =
-  /^[ \t]*(?:>[ \t]*)?(?:\[[^\]\n]{1,40}\][ \t]*)?(?:\*\*|__)?(?=[^:\n]{1,40}:)[\p{L}\p{N}][\p{L}\p{N}_.'()@#-]*(?: [\p{L}\p{N}_.'()@#-]+){0,2}(?:\*\*|__)?:(?:\*\*|__)?(?:[ \t]|$)/u;
-
-/** Conversation: each turn (a speaker line and its continuation lines) is one block. */
-function conversationSections(src: string): Section[] {
-  const blocks: Block[] = [];
-  let turnStart = 0;
-  for (const line of splitLines(src)) {
-    if (line.start > turnStart && SPEAKER_LABEL.test(line.text)) {
-      pushBlock(blocks, src, turnStart, line.start, 'text');
-      turnStart = line.start;
-    }
-  }
-  pushBlock(blocks, src, turnStart, src.length, 'text');
-  return [{ prefix: '', blocks }];
 }
 
 // ---------------------------------------------------------------------------------------------

@@ -241,6 +241,38 @@ describe('chunkText', () => {
     for (const turn of turns) expect(chunks.filter((c) => c.text.includes(turn))).toHaveLength(1);
   });
 
+  it('makes each turn of a conversation its own chunk, carrying its session date and speaker', () => {
+    const text = [
+      'Session 1 · 2023-05-08',
+      'user: We adopted a beagle and named him Biscuit.',
+      'assistant: Lovely name!',
+      '',
+      '--- 2023-06-01 ---',
+      'user: Biscuit chewed my shoes.',
+      'and the sofa, on a second line',
+    ].join('\n');
+    const chunks = chunkText(text, 'conversation');
+    expect(chunks.map((c) => c.text)).toEqual([
+      '[2023-05-08] user: We adopted a beagle and named him Biscuit.',
+      '[2023-05-08] assistant: Lovely name!',
+      '[2023-06-01] user: Biscuit chewed my shoes.\nand the sofa, on a second line',
+    ]);
+    // Appending messages adds chunks and leaves the earlier ones (and their embeddings) as they were.
+    const more = chunkText(`${text}\nassistant: Oh no.`, 'conversation');
+    expect(more.slice(0, 3).map((c) => c.hash)).toEqual(chunks.map((c) => c.hash));
+    expect(more).toHaveLength(4);
+  });
+
+  it('says whose turn a piece of a too-long turn continues', () => {
+    const gen = new TextGen(7);
+    const long = `Dr. Lee: ${Array.from({ length: 40 }, () => gen.sentence()).join(' ')}`;
+    const chunks = chunkText(`2024-01-02\nuser: Tell me everything.\n${long}`, 'conversation', { maxTokens: 100 });
+    expect(chunks[0]!.text).toBe('[2024-01-02] user: Tell me everything.');
+    expect(chunks[1]!.text.startsWith('[2024-01-02] Dr. Lee: ')).toBe(true);
+    for (const c of chunks.slice(2)) expect(c.text.startsWith('[2024-01-02] Dr. Lee (continued): ')).toBe(true);
+    for (const c of chunks) expect(c.tokens).toBeLessThanOrEqual(100);
+  });
+
   it('splits a turn that is too long by sentences, keeping later turns whole', () => {
     const gen = new TextGen(6);
     const long = `assistant: ${Array.from({ length: 40 }, () => gen.sentence()).join(' ')}`;

@@ -101,7 +101,7 @@ export function openApiDocument(): object {
           description: [
             'Hybrid retrieval: dense (the configured embedding model) and keyword (BM25) rankings fused by reciprocal rank fusion.',
             'containerTag/containerTags (any of), filters, docId and filepath restrict the search before ranking; a search never returns a document of another tag.',
-            'Scores lie in 0..1 and mean the same for every query (docs/search.md): 0.7 × the keyword score (BM25 over the best BM25 the query can reach) + 0.3 × the cosine rescaled from 0.2..1 to 0..1. chunkThreshold (default 0.2) applies to that score; a document scores its best chunk, and its matching chunks come best first.',
+            'Scores lie in 0..1 and mean the same for every query (docs/search.md): 0.9 × the keyword score (tanh of BM25 over the BM25 of a chunk holding each query word once) + 0.1 × the cosine rescaled from 0.3..1 to 0..1. chunkThreshold (default 0.01) applies to that score; a document scores its best chunk, and its matching chunks come best first.',
             'onlyMatchingChunks (default true): false adds the chunk before and after each match (isRelevant false, score 0).',
             'includeSummary gives summary (null: memstream has no summariser). documentThreshold and categoriesFilter are deprecated and ignored.',
             'rerank and rewriteQuery are accepted but do nothing: no reranking or query-rewriting model is configured.',
@@ -115,7 +115,7 @@ export function openApiDocument(): object {
           summary: 'Search memories (default), document chunks, or both',
           description: [
             'searchMode memories (the default): memory hits, each {id (mem_…), memory, similarity, metadata, updatedAt, version}; documents: chunk hits (chunk, id <documentId>:<index>, with their document); hybrid: both kinds, each hit one kind, each kind guaranteed up to half of limit so neither crowds the other out.',
-            'Retrieval is dense + keyword; a memory\'s similarity is the RRF score divided by 2/(60+1), in 0..1 (1: first in both rankings), a chunk\'s the /v3/search score; threshold (default 0.2) drops hits below it; containerTag and filters (on the memory\'s carried metadata) restrict before ranking.',
+            'Retrieval is dense + keyword; a memory\'s similarity is the RRF score divided by 2/(60+1), in 0..1 (1: first in both rankings), a chunk\'s the /v3/search score; threshold (default 0.01) drops hits below it; containerTag and filters (on the memory\'s carried metadata) restrict before ranking.',
             'Forgotten and expired memories are left out unless include.forgottenMemories; superseded versions are always left out. include.relatedMemories adds context: parents (earlier versions, version -1, -2…), children (later ones) and related (extends/derives links). include.documents adds a memory\'s source documents.',
             'rerank, rewriteQuery and aggregate are accepted but do nothing: no model for them is configured.',
           ].join(' '),

@@ -1,0 +1,76 @@
+import { existsSync } from 'node:fs';
+import { describe, expect, it } from 'vitest';
+import { buildStaticModel } from './static-build.js';
+import { StaticEmbedder, decodeStaticModel, encodeStaticModel, installedSourceVersion, staticModelPath } from './static-model.js';
+import { cosine } from './testing/vectors.js';
+
+/** A wink-shaped table: words most frequent first, each vector [dim values, norm, index]. */
+function tinyWink(entries: Array<[string, number[]]>) {
+  const dim = entries[0]![1].length;
+  return {
+    dimensions: dim,
+    size: entries.length,
+    words: entries.map(([w]) => w),
+    vectors: Object.fromEntries(entries.map(([w, v], i) => [w, [...v, Math.hypot(...v), i]])),
+  };
+}
+
+describe('the static word-vector model', () => {
+  // "the" and "of" are the most frequent words and point along a shared direction (x); the rest differ.
+  const wink = tinyWink([
+    ['the', [5, 0.1, 0, 0]],
+    [',', [1, 1, 1, 1]],
+    ['of', [4, 0, 0.2, 0]],
+    ['Car', [0, 0, 0, 9]],
+    ['car', [1, 2, 0, 0]],
+    ['automobile', [1, 2.2, 0.1, 0]],
+    ['cake', [1, 0, 0, 2]],
+  ]);
+
+  it('keeps words only (no punctuation, no capitalised duplicates), round-trips through its file format', () => {
+    const built = buildStaticModel(wink, { vocabulary: 100, source: 'tiny@0' });
+    expect(built.header.words).toEqual(['the', 'of', 'car', 'automobile', 'cake']);
+    const decoded = decodeStaticModel(encodeStaticModel(built.header, built.vectors, built.scales));
+    expect(decoded.header).toEqual(built.header);
+    expect([...decoded.vectors]).toEqual([...built.vectors]);
+    expect([...decoded.scales]).toEqual([...built.scales]);
+    expect(() => decodeStaticModel(Buffer.from('not a model'))).toThrow(/not a memstream static model/);
+  });
+
+  it('weighs frequent words down (SIF): of two words with equal vectors, the rarer counts more', async () => {
+    const equal = tinyWink([
+      ['the', [3, 1, 0, 0]],
+      ['dog', [0, 1, 3, 0]],
+      ...Array.from({ length: 500 }, (_, i): [string, number[]] => [`w${i}`, [Math.sin(i), Math.cos(i), Math.sin(2 * i), Math.cos(3 * i)]]),
+      ['zebra', [0, 1, 3, 0]],
+    ]);
+    const built = buildStaticModel(equal, { vocabulary: 1000, source: 'tiny@0' });
+    const row = (w: string) => built.header.words.indexOf(w);
+    // The stored vector's size is its scale (int8 × scale): the rare word's is larger.
+    expect(built.scales[row('zebra')]!).toBeGreaterThan(2 * built.scales[row('dog')]!);
+  });
+
+  it('embeds a text as its words pooled: near words give near texts', async () => {
+    const b = buildStaticModel(wink, { vocabulary: 100, source: 'tiny@0' });
+    const e = new StaticEmbedder(b.header, b.vectors, b.scales);
+    const [car, auto, cake] = await e.embed(['a car', 'automobile!', 'cake']);
+    expect(cosine(car!, auto!)).toBeGreaterThan(cosine(car!, cake!));
+    expect(e.model).toBe('static-glove100-sif-v1');
+  });
+
+  it('gives a text without a known word the zero vector, not an arbitrary one', async () => {
+    const built = buildStaticModel(wink, { vocabulary: 100, source: 'tiny@0' });
+    const [v] = await new StaticEmbedder(built.header, built.vectors, built.scales).embed(['zzzz qqqq']);
+    expect([...v!].every((x) => x === 0)).toBe(true);
+  });
+
+  // The model the launcher builds at install time; skipped (with the reason) where it is not built.
+  const file = staticModelPath(installedSourceVersion());
+  it.skipIf(!existsSync(file))('the installed model knows paraphrases from unrelated text', async () => {
+    const e = StaticEmbedder.load(file);
+    expect(e.dim).toBe(100);
+    const [a, b, c] = await e.embed(['password reset', 'change my password', 'chocolate cake recipe']);
+    expect(cosine(a!, b!)).toBeGreaterThan(0.6);
+    expect(cosine(a!, c!)).toBeLessThan(0.3);
+  });
+});
