@@ -123,6 +123,28 @@ describe('bus tracing', () => {
   });
 });
 
+describe('tracing without an exporter', () => {
+  it('keeps the trace id through consume and publish, with logs, but records no span', async () => {
+    const lean = busTelemetry({ service: 'x', serviceName: 'x', exportTraces: false, metricsToken: null }, { recordSpans: false });
+    const before = (await finished()).length;
+    const traceId = 'a'.repeat(32);
+    const incoming = { traceparent: `00-${traceId}-${'b'.repeat(16)}-01` };
+    let seen: { headers: Record<string, string>; log: Record<string, string> | undefined; published?: Record<string, string> } | null = null;
+    await lean.consume({ consumer: 'chunker', subject: 'doc.d.extracted', documentId: 'd', kind: 'extracted', seq: 1, deliveryCount: 1, headers: incoming }, async (headers) => {
+      let published: Record<string, string> | undefined;
+      await lean.publish({ subject: 'doc.d.chunked', eventType: 'document.chunked.v1', documentId: 'd', headers }, async (h) => void (published = h));
+      seen = { headers, log: logFields(), ...(published ? { published } : {}) };
+      return { outcome: 'handled' as const };
+    });
+    const got = seen as unknown as { headers: Record<string, string>; log: Record<string, string>; published: Record<string, string> };
+    expect(got.headers.traceparent).toMatch(new RegExp(`^00-${traceId}-[0-9a-f]{16}-01$`));
+    expect(got.headers.traceparent).not.toBe(incoming.traceparent);
+    expect(got.log.traceId).toBe(traceId);
+    expect(got.published.traceparent).toBe(got.headers.traceparent);
+    expect((await finished()).length).toBe(before);
+  });
+});
+
 describe('metrics', () => {
   it('counts outcomes by stage, event and class, and times them', async () => {
     const before = (await sample('memstream_events_total', { stage: 'embedder', event: 'chunked', outcome: 'failed' })) ?? 0;
