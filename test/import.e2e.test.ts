@@ -63,7 +63,7 @@ describe('./memstream import of a folder of 500 mixed files', () => {
   beforeAll(async () => {
     stack = await startTestStack();
     folder = mkdtempSync(path.join(tmpdir(), 'memstream-import-e2e-'));
-  }, 60_000);
+  }, 180_000);
   afterAll(async () => {
     await stack?.teardown();
     rmSync(folder, { recursive: true, force: true });

@@ -1,4 +1,5 @@
 import path from 'node:path';
+import { parseArgs } from 'node:util';
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { pino } from 'pino';
@@ -13,6 +14,7 @@ import { SERVICES, spawnService, stopProcess, type ServiceName, type ServiceProc
 import { compareViews, progressBar, rebuildViews } from './replay.js';
 import { replayEmbed, replayIndex, replayRedrive, runningNatsUrl } from './replay-commands.js';
 import { importCommand } from './import/command.js';
+import { apiTarget } from './target.js';
 
 const USAGE = `memstream — a self-hostable content memory service
 
@@ -33,11 +35,14 @@ const USAGE = `memstream — a self-hostable content memory service
   ./memstream import PATH... [--tag T] [--metadata JSON] [--wait] [--concurrency N] [--url URL] [--key KEY]
                                        send files, folders, .jsonl and .urls lists or URLs to a running
                                        memstream, with progress; a second run sends only what changed
+  ./memstream mcp [--url URL] [--key KEY]
+                                       an MCP server on stdio for desktop clients, bridged to a running
+                                       memstream's /mcp (docs/mcp.md)
   ./memstream bench [ingest|search|retrieval|scaling|extract-pdf] [flags]
                                        benchmarks, each on a private stack or data (README: Benchmarks)
 
 Configuration (environment): MEMSTREAM_PORT (8787), MEMSTREAM_HOST (127.0.0.1), MEMSTREAM_API_KEY,
-MEMSTREAM_DATA_DIR (./.memstream), NATS_URL, MONGODB_URL, QDRANT_URL, LOG_LEVEL (info), MEMSTREAM_URL (import).`;
+MEMSTREAM_DATA_DIR (./.memstream), NATS_URL, MONGODB_URL, QDRANT_URL, LOG_LEVEL (info), MEMSTREAM_URL (import, mcp).`;
 
 function dataDir(config: Config): string {
   return path.resolve(config.MEMSTREAM_INVOKE_CWD ?? process.cwd(), config.MEMSTREAM_DATA_DIR);
@@ -234,6 +239,15 @@ async function replay(config: Config, args: string[]): Promise<number> {
   });
 }
 
+/** `./memstream mcp`: stdout carries MCP messages only, so every word for a human goes to stderr. */
+async function mcpCommand(config: Config, argv: string[]): Promise<number> {
+  const { values } = parseArgs({ args: argv, options: { url: { type: 'string' }, key: { type: 'string' } } });
+  const target = apiTarget(config, dataDir(config), values);
+  const { runStdioBridge } = await import('@memstream/mcp');
+  await runStdioBridge({ ...target, log: (line) => process.stderr.write(`memstream mcp: ${line}\n`) });
+  return 0;
+}
+
 async function main(argv: string[]): Promise<number> {
   const [cmd, ...rest] = argv;
   const config = loadConfig();
@@ -245,6 +259,8 @@ async function main(argv: string[]): Promise<number> {
       return replay(config, rest);
     case 'import':
       return importCommand(config, dataDir(config), rest);
+    case 'mcp':
+      return mcpCommand(config, rest);
     case undefined:
     case 'help':
     case '--help':

@@ -97,6 +97,8 @@ export const ListDocumentsRequest = z
     includeContent: boolish.default(false),
     /** Exact path, or a prefix when it ends with '/'. */
     filepath: z.string().max(1024).optional(),
+    /** memstream addition (the console, the MCP tools): only documents with one of these statuses. */
+    statuses: z.array(DocumentStatus).min(1).max(6).optional(),
   })
   .strict();
 export type ListDocumentsRequest = z.infer<typeof ListDocumentsRequest>;

@@ -22,6 +22,7 @@ import { webhookRoutes, type WebhookRouteOptions } from './http/webhooks.js';
 import { containerTagRoutes } from './http/container-tags.js';
 import { memoryRoutes } from './http/memories.js';
 import { dreamingOf, type MemoryPorts } from './handlers/memories.js';
+import { mcpRoutes } from './http/mcp.js';
 
 export interface AppOptions {
   ports: GatewayPorts;
@@ -136,6 +137,8 @@ export function createApp(opts: AppOptions): Express {
     app.post('/v4/search', async (req, res) => {
       res.json(await searchMemories(search, req.body, scopeOf(res), opts.memories));
     });
+    // MCP over Streamable HTTP (docs/mcp.md): its tools search, so it comes with search.
+    app.use(mcpRoutes({ ports, search, log, ...(opts.memories ? { memories: opts.memories } : {}) }));
   }
 
   if (opts.memories) app.use(memoryRoutes({ memories: opts.memories, documents: ports, log }));

@@ -1,8 +1,7 @@
-import path from 'node:path';
-import { existsSync, readFileSync } from 'node:fs';
 import { parseArgs } from 'node:util';
 import { ContainerTag, Metadata } from '@memstream/contracts';
 import type { Config } from '../config.js';
+import { apiTarget } from '../target.js';
 import { MemstreamHttp } from './http.js';
 import { collectItems } from './sources.js';
 import { runImport, type ImportProgress, type ImportSummary } from './run.js';
@@ -11,16 +10,6 @@ export const IMPORT_USAGE = `./memstream import PATH... [--tag T] [--metadata JS
   PATH: a file (uploaded as it is), a folder (every file in it, recursively), a .jsonl file (one
   {content, customId?, containerTag?, metadata?} per line), a .urls file (one URL per line), or a URL.
   A second run sends only what is new, changed or failed.`;
-
-/** Where the running memstream is and the key to use: flags, then the environment, then `up`'s data dir. */
-export function importTarget(config: Config, dataDir: string, flags: { url?: string | undefined; key?: string | undefined }): { baseUrl: string; apiKey: string } {
-  const host = config.MEMSTREAM_HOST === '0.0.0.0' ? '127.0.0.1' : config.MEMSTREAM_HOST;
-  const baseUrl = (flags.url ?? config.MEMSTREAM_URL ?? `http://${host}:${config.MEMSTREAM_PORT}`).replace(/\/+$/, '');
-  const keyFile = path.join(dataDir, 'api-key');
-  const apiKey = flags.key ?? config.MEMSTREAM_API_KEY ?? (existsSync(keyFile) ? readFileSync(keyFile, 'utf8').trim() : undefined);
-  if (!apiKey) throw new Error(`no API key: pass --key, set MEMSTREAM_API_KEY, or run ./memstream up once (it keeps one in ${keyFile})`);
-  return { baseUrl, apiKey };
-}
 
 function fmtSecs(ms: number): string {
   const s = Math.round(ms / 1000);
@@ -101,7 +90,7 @@ export async function importCommand(config: Config, dataDir: string, argv: strin
     if (!m.success) return usage(`--metadata: ${m.error.issues[0]?.message} (flat: string, number, boolean or string[] values)`);
     metadata = m.data;
   }
-  const target = importTarget(config, dataDir, { url: values.url, key: values.key });
+  const target = apiTarget(config, dataDir, { url: values.url, key: values.key });
   const items = await collectItems(positionals, config.MEMSTREAM_INVOKE_CWD ?? process.cwd());
   const http = new MemstreamHttp(target.baseUrl, target.apiKey);
   // Fail fast on a wrong URL or key, before the first of hundreds of requests.

@@ -548,6 +548,7 @@ export async function listDocuments(ports: GatewayPorts, body: unknown, scope: T
     ...(containerTags ? { containerTags } : {}),
     ...(req.filters ? { filter: req.filters } : {}),
     ...(req.filepath ? { filepath: req.filepath } : {}),
+    ...(req.statuses ? { statuses: req.statuses } : {}),
     sort: req.sort,
     order: req.order,
     limit: req.limit,

@@ -1,0 +1,3 @@
+export * from './port.js';
+export * from './server.js';
+export * from './stdio.js';
