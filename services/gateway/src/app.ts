@@ -14,6 +14,7 @@ import {
   listProcessing,
   toDocumentResponse,
   updateDocument,
+  retryDocument,
   type GatewayPorts,
 } from './handlers/documents.js';
 import { documentTimeline } from './handlers/timeline.js';
@@ -23,6 +24,7 @@ import { containerTagRoutes } from './http/container-tags.js';
 import { memoryRoutes } from './http/memories.js';
 import { dreamingOf, type MemoryPorts } from './handlers/memories.js';
 import { mcpRoutes } from './http/mcp.js';
+import { consoleRoutes } from './http/console.js';
 
 export interface AppOptions {
   ports: GatewayPorts;
@@ -81,6 +83,9 @@ export function createApp(opts: AppOptions): Express {
     res.redirect(308, '/v3/documents' + req.url);
   });
 
+  // The web console's static files (no secret in them; the page sends the key it is given).
+  app.use(consoleRoutes());
+
   // Sets res.locals.principal (see Principal in http/auth.ts) for every route below.
   app.use(authenticate(opts.apiKey, opts.auth));
   // Every JSON-ish body is parsed whatever its declared type (DELETE bodies included); multipart is left to the upload route.
@@ -108,6 +113,9 @@ export function createApp(opts: AppOptions): Express {
     res.json(out);
   });
 
+  app.post('/v3/documents/:id/retry', async (req, res) => {
+    res.json(await retryDocument(ports, req.params.id, trace(req), scopeOf(res)));
+  });
   app.get('/v3/documents/:id/timeline', async (req, res) => {
     res.json(await documentTimeline(ports, req.params.id, scopeOf(res)));
   });

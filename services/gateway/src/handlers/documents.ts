@@ -414,6 +414,40 @@ export async function updateDocument(ports: GatewayPorts, idOrCustomId: string, 
 }
 
 /**
+ * POST /v3/documents/{id}/retry (memstream addition, the console's "retry"): a failed document
+ * is submitted again exactly as it was last sent (its input, uploads included, with its current
+ * tags and metadata), as a new revision processed from the start. Anything not failed is 400.
+ */
+export async function retryDocument(ports: GatewayPorts, idOrCustomId: string, headers: Record<string, string> = {}, scope: TagScope = null) {
+  const { id, head, view } = await resolveId(ports, idOrCustomId, scope);
+  const current = head.submitted ? currentScope(head) : { containerTags: view?.containerTags ?? [], metadata: view?.metadata ?? {}, version: 0 };
+  assertOwns(scope, current.containerTags, idOrCustomId);
+  if (view?.status !== 'failed' || !head.submitted) {
+    throw new ValidationError('Only a failed document can be retried', `document ${JSON.stringify(idOrCustomId)} is ${view?.status ?? 'queued'}`);
+  }
+  const d = head.submitted.data;
+  return submit(
+    ports,
+    defined({
+      documentId: id,
+      customId: d.customId,
+      input: d.input,
+      contentHash: d.contentHash,
+      containerTags: current.containerTags,
+      metadata: current.metadata,
+      fileType: d.fileType ?? undefined,
+      mimeType: d.mimeType ?? undefined,
+      filepath: d.filepath ?? undefined,
+      taskType: d.taskType,
+      dreaming: d.dreaming,
+      appendable: false,
+      scope: scope ?? undefined,
+    }),
+    headers,
+  );
+}
+
+/**
  * Delete permanently: a tombstone in the log, every earlier event of the document purged, its
  * blobs, chunks and view removed. Works at any status: deleting a document that is still being
  * processed succeeds (the stages drop work for a deleted document).

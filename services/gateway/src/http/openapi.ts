@@ -193,6 +193,13 @@ export function openApiDocument(): object {
         },
         delete: { summary: 'Delete permanently', parameters: idParam, responses: { '204': { description: 'Deleted' }, ...errors, ...notFound } },
       },
+      '/v3/documents/{id}/retry': {
+        post: {
+          summary: 'memstream: submit a failed document again as it was last sent, as a new revision (400 unless failed)',
+          parameters: idParam,
+          responses: { '200': { description: 'Accepted', ...json(output(AddDocumentResponse)) }, ...errors, ...notFound },
+        },
+      },
       ...webhookOpenApiPaths(),
       ...containerTagOpenApiPaths(),
     },
