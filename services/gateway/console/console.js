@@ -248,9 +248,10 @@ $('#search-form').addEventListener('submit', async (e) => {
   const q = $('#q').value.trim();
   const tag = $('#search-tag').value.trim();
   const limit = Number($('#search-limit').value) || 10;
+  const searchMode = $('#search-mode').value;
   const both = await Promise.allSettled([
     api('POST', '/v3/search', { q, limit, ...(tag ? { containerTags: [tag] } : {}) }),
-    api('POST', '/v4/search', { q, limit, ...(tag ? { containerTag: tag } : {}) }),
+    api('POST', '/v4/search', { q, limit, searchMode, ...(tag ? { containerTag: tag } : {}) }),
   ]);
   const [v3, v4] = both;
   if (v3.status === 'fulfilled') {
