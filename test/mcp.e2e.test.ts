@@ -72,16 +72,14 @@ describe('MCP server: the SDK client over Streamable HTTP (/mcp) and stdio (./me
     await done(id);
 
     const found = await call(admin, 'search_memory', { query: 'green tea morning', containerTag: tagA, includeProfile: true });
-    const s = found.structuredContent as { results: { documentId: string; memory: string; similarity: number }[]; profile: { memoryCount: number; containerTag: string } };
-    expect(s.results[0]).toMatchObject({ documentId: id, memory: expect.stringContaining('green tea') });
-    expect(s.profile).toMatchObject({ containerTag: tagA, memoryCount: 1 });
+    const s = found.structuredContent as { results: { documentId: string; memory: string; similarity: number }[]; profile: { documentCount: number; containerTag: string } };
+    expect(s.results[0]).toMatchObject({ kind: 'passage', documentId: id, memory: expect.stringContaining('green tea') });
+    expect(s.profile).toMatchObject({ containerTag: tagA, documentCount: 1 });
     expect(text(found)).toMatch(/^1\. \[\d\.\d\d\] The user prefers green tea/);
 
     const profile = await admin.readResource({ uri: `memstream://profile/${tagA}` });
-    expect(JSON.parse((profile.contents[0] as { text: string }).text)).toMatchObject({ containerTag: tagA, memoryCount: 1, recent: [{ id }] });
+    expect(JSON.parse((profile.contents[0] as { text: string }).text)).toMatchObject({ containerTag: tagA, documentCount: 1, recentDocuments: [{ id }] });
 
-    const listed = await call(admin, 'listMemories', { containerTag: tagA });
-    expect(listed.structuredContent).toMatchObject({ total: 1, memories: [{ id, status: 'done', summary: expect.stringContaining('green tea') }] });
     const docs = await call(admin, 'list_documents', { containerTag: tagA, status: 'done' });
     expect(docs.structuredContent).toMatchObject({ total: 1, documents: [{ id }] });
     expect((await call(admin, 'list_documents', { containerTag: tagA, status: 'failed' })).structuredContent).toMatchObject({ total: 0 });
@@ -94,6 +92,27 @@ describe('MCP server: the SDK client over Streamable HTTP (/mcp) and stdio (./me
     expect((await api(stack).get(id)).status).toBe(404);
     const nothing = await call(admin, 'add_memory', { content: 'something never saved about volcanoes', containerTag: tagA, action: 'forget' });
     expect(nothing.structuredContent).toMatchObject({ action: 'forget', id: null });
+  }, 90_000);
+
+  it('with the memory layer: listMemories, the profile and search show what was learned from a saved memory', async () => {
+    const tagC = unique('mcp-c');
+    const saved = await call(admin, 'add_memory', { content: 'I live in Lisbon.', containerTag: tagC });
+    await done((saved.structuredContent as { id: string }).id);
+    // The memorizer learns after indexing: wait until the statement is a memory.
+    const learned = await waitFor(
+      'a memory learned',
+      async () => {
+        const sc = (await call(admin, 'listMemories', { containerTag: tagC })).structuredContent as { source: string; memories: { memory: string; isStatic: boolean }[] };
+        return sc.memories.length ? sc : undefined;
+      },
+      60_000,
+      250,
+    );
+    expect(learned).toMatchObject({ source: 'memory-layer', memories: [{ memory: 'The user lives in Lisbon.', isStatic: true }] });
+    const profile = await admin.readResource({ uri: `memstream://profile/${tagC}` });
+    expect(JSON.parse((profile.contents[0] as { text: string }).text)).toMatchObject({ static: ['The user lives in Lisbon.'], documentCount: 1 });
+    const found = await call(admin, 'search_memory', { query: 'Lisbon', containerTag: tagC });
+    expect((found.structuredContent as { results: { kind: string; memory: string }[] }).results).toContainEqual(expect.objectContaining({ kind: 'memory', memory: 'The user lives in Lisbon.' }));
   }, 90_000);
 
   it('answers bad input as a tool error, not a protocol failure', async () => {

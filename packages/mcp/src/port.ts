@@ -25,4 +25,15 @@ export interface MemoryBackend {
   deleteDocument(idOrCustomId: string): Promise<string>;
   /** POST /v3/documents/list */
   listDocuments(body: Record<string, unknown>): Promise<ListDocumentsResponse>;
+  /** The memory layer, when the gateway has one: memories learned from documents, and profiles. */
+  memoryLayer?: MemoryLayer;
+}
+
+/** POST /v4/memories/list and POST /v4/profile, the fields the tools use. */
+export interface MemoryLayer {
+  listMemories(body: Record<string, unknown>): Promise<{
+    memoryEntries: Array<{ id: string; memory: string; isStatic: boolean; isLatest: boolean; isForgotten: boolean; containerTags: string[]; updatedAt: string }>;
+    pagination: { currentPage: number; totalPages: number; totalItems: number };
+  }>;
+  profile(body: Record<string, unknown>): Promise<{ profile: { static: string[]; dynamic: string[] } }>;
 }

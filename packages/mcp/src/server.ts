@@ -56,12 +56,14 @@ const MemoryHit = z.object({
   title: z.string().nullable(),
   updatedAt: z.string(),
 });
-const ProfileShape = {
+const Profile = z.object({
   containerTag: z.string().nullable(),
-  memoryCount: z.number(),
-  recent: z.array(z.object({ id: z.string(), title: z.string().nullable(), summary: z.string().nullable(), updatedAt: z.string() })),
-};
-const Profile = z.object(ProfileShape);
+  /** From the memory layer (/v4/profile): lasting facts, and the latest other memories. Empty without it. */
+  static: z.array(z.string()),
+  dynamic: z.array(z.string()),
+  documentCount: z.number(),
+  recentDocuments: z.array(z.object({ id: z.string(), title: z.string().nullable(), summary: z.string().nullable(), updatedAt: z.string() })),
+});
 type Profile = z.infer<typeof Profile>;
 const DocSummary = z.object({
   id: z.string(),
@@ -74,24 +76,41 @@ const DocSummary = z.object({
   updatedAt: z.string(),
 });
 
-/** A memory's summary, else the start of its text (list asks for content). */
+/** A document's summary, else the start of its text (list asks for content). */
 const summaryOf = (d: DocumentListItem) => d.summary ?? (typeof d.content === 'string' ? d.content.slice(0, 280) : null);
 
 const summarise = (d: DocumentListItem) => ({ id: d.id, customId: d.customId, title: d.title, status: d.status, type: d.type, containerTags: d.containerTags, createdAt: d.createdAt, updatedAt: d.updatedAt });
 
-/** What memstream knows of a container tag: how many memories it holds and the latest ones. */
-async function profileOf(backend: MemoryBackend, tag: string | undefined): Promise<Profile> {
-  const list = await backend.listDocuments({ ...(tag ? { containerTags: [tag] } : {}), limit: 10, sort: 'updatedAt', order: 'desc', includeContent: true });
+/** A scoped key with one tag means that tag; otherwise the tag named, if any. */
+const tagOf = (backend: MemoryBackend, tag: string | undefined) => tag ?? (backend.caller.containerTags?.length === 1 ? backend.caller.containerTags[0] : undefined);
+
+/**
+ * What memstream knows of a container tag: the memory layer's profile (static facts, recent
+ * memories) when there is one and a tag is known, and the tag's documents: how many, the latest.
+ */
+async function profileOf(backend: MemoryBackend, tagAsked: string | undefined): Promise<Profile> {
+  const tag = tagOf(backend, tagAsked);
+  const [list, learned] = await Promise.all([
+    backend.listDocuments({ ...(tag ? { containerTags: [tag] } : {}), limit: 10, sort: 'updatedAt', order: 'desc', includeContent: true }),
+    backend.memoryLayer && tag ? backend.memoryLayer.profile({ containerTag: tag }) : null,
+  ]);
   return {
     containerTag: tag ?? null,
-    memoryCount: list.pagination.totalItems,
-    recent: list.memories.map((d) => ({ id: d.id, title: d.title, summary: summaryOf(d), updatedAt: d.updatedAt })),
+    static: learned?.profile.static ?? [],
+    dynamic: learned?.profile.dynamic ?? [],
+    documentCount: list.pagination.totalItems,
+    recentDocuments: list.memories.map((d) => ({ id: d.id, title: d.title, summary: summaryOf(d), updatedAt: d.updatedAt })),
   };
 }
 
 function profileText(p: Profile): string {
-  const head = `Profile${p.containerTag ? ` of ${p.containerTag}` : ''}: ${p.memoryCount} memor${p.memoryCount === 1 ? 'y' : 'ies'}.`;
-  return [head, ...p.recent.map((r) => `- ${r.summary ?? r.title ?? r.id} (${r.updatedAt})`)].join('\n');
+  return [
+    `Profile${p.containerTag ? ` of ${p.containerTag}` : ''}:`,
+    ...(p.static.length ? ['Facts:', ...p.static.map((m) => `- ${m}`)] : []),
+    ...(p.dynamic.length ? ['Recent:', ...p.dynamic.map((m) => `- ${m}`)] : []),
+    `${p.documentCount} document${p.documentCount === 1 ? '' : 's'}${p.recentDocuments.length ? ', the latest:' : '.'}`,
+    ...p.recentDocuments.map((r) => `- ${r.summary ?? r.title ?? r.id} (${r.updatedAt})`),
+  ].join('\n');
 }
 
 /**
@@ -200,21 +219,37 @@ export function createMcpServer(backend: MemoryBackend): McpServer {
     'listMemories',
     {
       title: 'List memories',
-      description: 'The most recently changed memories of a container tag (or every tag the key may see), newest first.',
+      description: 'The most recently changed memories of a container tag (or every tag the key may see), newest first: what the memory layer learned from saved content (or, without one, the saved documents themselves).',
       inputSchema: {
         containerTag: Tag.optional(),
         limit: z.number().int().min(1).max(100).optional().describe('default 20'),
         page: z.number().int().min(1).optional(),
       },
-      outputSchema: { memories: z.array(DocSummary.extend({ summary: z.string().nullable() })), total: z.number(), page: z.number(), totalPages: z.number() },
+      outputSchema: {
+        source: z.enum(['memory-layer', 'documents']),
+        memories: z.array(z.object({ id: z.string(), memory: z.string(), isStatic: z.boolean().nullable(), status: z.string().nullable(), containerTags: z.array(z.string()), updatedAt: z.string() })),
+        total: z.number(),
+        page: z.number(),
+        totalPages: z.number(),
+      },
       annotations: { readOnlyHint: true },
     },
     async ({ containerTag, limit, page }) => {
       try {
-        const r = await backend.listDocuments({ ...(containerTag ? { containerTags: [containerTag] } : {}), limit: limit ?? 20, page: page ?? 1, sort: 'updatedAt', order: 'desc', includeContent: true });
-        const memories = r.memories.map((d) => ({ ...summarise(d), summary: summaryOf(d) }));
-        const text = memories.length ? memories.map((m) => `- ${m.summary ?? m.title ?? m.id} [${m.status}] (${m.id})`).join('\n') : 'No memories.';
-        return result({ memories, total: r.pagination.totalItems, page: r.pagination.currentPage, totalPages: r.pagination.totalPages }, text);
+        const paging = { ...(containerTag ? { containerTags: [containerTag] } : {}), limit: limit ?? 20, page: page ?? 1, sort: 'updatedAt', order: 'desc' };
+        let out;
+        if (backend.memoryLayer) {
+          const r = await backend.memoryLayer.listMemories(paging);
+          // The list holds every version; an agent wants what is true now.
+          const memories = r.memoryEntries.filter((m) => m.isLatest && !m.isForgotten).map((m) => ({ id: m.id, memory: m.memory, isStatic: m.isStatic, status: null, containerTags: m.containerTags, updatedAt: m.updatedAt }));
+          out = { source: 'memory-layer' as const, memories, total: r.pagination.totalItems, page: r.pagination.currentPage, totalPages: r.pagination.totalPages };
+        } else {
+          const r = await backend.listDocuments({ ...paging, includeContent: true });
+          const memories = r.memories.map((d) => ({ id: d.id, memory: summaryOf(d) ?? d.title ?? '', isStatic: null, status: d.status, containerTags: d.containerTags, updatedAt: d.updatedAt }));
+          out = { source: 'documents' as const, memories, total: r.pagination.totalItems, page: r.pagination.currentPage, totalPages: r.pagination.totalPages };
+        }
+        const text = out.memories.length ? out.memories.map((m) => `- ${m.memory}${m.status ? ` [${m.status}]` : ''} (${m.id})`).join('\n') : 'No memories.';
+        return result(out, text);
       } catch (err) {
         return toolError(err);
       }

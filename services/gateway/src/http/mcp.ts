@@ -2,10 +2,10 @@ import { Router, type Response } from 'express';
 import { StreamableHTTPServerTransport } from '@modelcontextprotocol/sdk/server/streamableHttp.js';
 import { ZodError } from 'zod';
 import { ValidationError, errorMessage, type Logger } from '@memstream/kit';
-import { createMcpServer, type MemoryBackend } from '@memstream/mcp';
+import { createMcpServer, type MemoryBackend, type MemoryLayer } from '@memstream/mcp';
 import { addDocument, deleteDocument, getDocument, listDocuments, toDocumentResponse, type GatewayPorts } from '../handlers/documents.js';
 import { searchMemories, type SearchPorts } from '../handlers/search.js';
-import type { MemoryPorts } from '../handlers/memories.js';
+import { listMemories, profile, type MemoryPorts } from '../handlers/memories.js';
 import { principalOf, scopeOf } from './auth.js';
 import { describeZodError } from './errors.js';
 
@@ -52,6 +52,14 @@ function inProcessBackend(opts: McpRouteOptions, res: Response): MemoryBackend {
         return out;
       }),
     listDocuments: (body) => asApi(() => listDocuments(opts.ports, body, scope)),
+    ...(opts.memories ? { memoryLayer: memoryLayerOf(opts.memories, scope) } : {}),
+  };
+}
+
+function memoryLayerOf(memories: MemoryPorts, scope: ReturnType<typeof scopeOf>): MemoryLayer {
+  return {
+    listMemories: (body) => asApi(() => listMemories(memories, body, scope)),
+    profile: (body) => asApi(() => profile(memories, body, scope)),
   };
 }
 
