@@ -1,6 +1,6 @@
 /**
  * Search benchmark of the embedded default index (SqliteChunkIndex: FTS5 BM25 + exact dense scan
- * + RRF hybrid) over real text, with the HashedEmbedder (384 dims).
+ * + weighted score fusion for hybrid) over real text, with the HashedEmbedder (384 dims).
  *
  *   node --import tsx bench/search.ts [--sizes 10000,100000] [--queries 200] [--max-tokens 256] [--json]
  *
@@ -593,7 +593,7 @@ async function main(): Promise<void> {
   const summary = {
     bench: 'search',
     machine,
-    index: 'SqliteChunkIndex (FTS5 BM25 + exact dense scan + RRF)',
+    index: 'SqliteChunkIndex (FTS5 BM25 over stems + exact dense scan + weighted score fusion)',
     embedder: `HashedEmbedder ${DIM}`,
     corpus: {
       files: corpus.files.length,

@@ -62,3 +62,4 @@ export async function loadEmbedder(config: EmbedderConfig, extras: { rateLimiter
 
 export { embedderEnv, embedderConfigFrom, checkEmbedderEnv, sharedRateLimitFrom } from './env.js';
 export { modelCache, modelSpecSettings, withModelSettings } from './model-spec.js';
+export { HttpReranker, rerankerEnv, rerankerFrom, type RerankApi, type Reranker } from './rerank.js';

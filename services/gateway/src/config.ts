@@ -1,5 +1,5 @@
 import { z } from 'zod';
-import { checkEmbedderEnv, embedderEnv } from '@memstream/embedder';
+import { checkEmbedderEnv, embedderEnv, rerankerEnv } from '@memstream/embedder';
 import { commonEnv, parseEnv } from '@memstream/kit';
 
 /** The gateway's whole environment, parsed once. */
@@ -37,6 +37,8 @@ export const Config = z.object({
    * the model that embedded the documents (the index only compares vectors of one model).
    */
   ...embedderEnv,
+  /** `rerank: true` on a search: a reranking server (TEI or Cohere-style); unset, a no-op. */
+  ...rerankerEnv,
 }).superRefine(checkEmbedderEnv);
 export type Config = z.infer<typeof Config>;
 export const loadConfig = (): Config => parseEnv(Config);

@@ -5,7 +5,7 @@ import { mkdirSync } from 'node:fs';
 import type { Server } from 'node:http';
 import { blobStore, connectBus, ensureTopology, kvRateLimiter, within } from '@memstream/bus';
 import { openChunkIndex } from '@memstream/chunk-index';
-import { embedderConfigFrom, loadEmbedder, modelCache, sharedRateLimitFrom } from '@memstream/embedder';
+import { embedderConfigFrom, loadEmbedder, modelCache, rerankerFrom, sharedRateLimitFrom } from '@memstream/embedder';
 import { createLogger, errorMessage, onShutdown } from '@memstream/kit';
 import { openDocumentViews } from '@memstream/views';
 import { loadConfig } from './config.js';
@@ -69,7 +69,8 @@ try {
     log,
     jsonLimit: config.MEMSTREAM_JSON_LIMIT,
     uploadFile: createUploadHandler({ ports, blobs, log }),
-    search: active.searchPorts(views),
+    // Object.assign, not a spread: searchPorts' index and embedder are getters that follow the active model.
+    search: Object.assign(active.searchPorts(views), { reranker: rerankerFrom(config) }),
     memories,
     auth: keyAuth.auth,
     ready: async () => {

@@ -9,7 +9,7 @@ import {
   type V4SearchResult,
 } from '@memstream/contracts';
 import { tokenize, type ChunkIndex, type SearchHit } from '@memstream/chunk-index';
-import type { Embedder } from '@memstream/embedder';
+import type { Embedder, Reranker } from '@memstream/embedder';
 import { ValidationError } from '@memstream/kit';
 import type { DocumentView, DocumentViews } from '@memstream/views';
 import { readTags, type TagScope } from './scope.js';
@@ -22,9 +22,14 @@ export interface SearchPorts {
   views: Pick<DocumentViews, 'get' | 'list'>;
   /** Must be the model the embedder service indexes with, or dense search finds nothing (the index never mixes models). */
   embedder: Embedder;
+  /** A configured cross-encoder (RERANKER_URL); without one `rerank: true` changes nothing. */
+  reranker?: Reranker | undefined;
   /** Milliseconds, for `timing`; injectable so tests are deterministic. */
   clock?: () => number;
 }
+
+/** How many of the best candidates a reranker reads: cross-encoders cost a model call per pair. */
+export const RERANK_DEPTH = 50;
 
 /**
  * The index's hybrid score is already on the 0..1 scale the SDK documents for `score`,
@@ -98,13 +103,27 @@ async function scopeOf(ports: SearchPorts, req: { containerTags?: string[] | und
 }
 
 /** Hybrid (keyword + dense, fused by weighted absolute scores) candidates for `q`, best first. */
-async function retrieve(ports: SearchPorts, q: string, scope: Scope, limit: number): Promise<SearchHit[]> {
+async function retrieve(ports: SearchPorts, q: string, scope: Scope, limit: number, rerank = false): Promise<SearchHit[]> {
   // A query without a single word has nothing to match: keyword search finds nothing, and its
   // vector (the embedder's fixed vector for empty text) would rank chunks arbitrarily.
   if (tokenize(q).length === 0) return [];
   const [vector] = await ports.embedder.embed([q]);
   if (!vector) throw new Error('the embedder returned no vector for the query');
-  return ports.index.search({ mode: 'hybrid', vector, model: ports.embedder.model, text: q, ...scope, limit });
+  const hits = await ports.index.search({ mode: 'hybrid', vector, model: ports.embedder.model, text: q, ...scope, limit });
+  return rerank && ports.reranker ? rerankHits(ports.reranker, q, hits) : hits;
+}
+
+/**
+ * The best RERANK_DEPTH hits scored again by the reranker (its 0..1 relevance becomes the score,
+ * so thresholds apply to it), best first; the rest keep their order below them.
+ */
+async function rerankHits(reranker: Reranker, q: string, hits: SearchHit[]): Promise<SearchHit[]> {
+  const head = hits.slice(0, RERANK_DEPTH);
+  const scores = await reranker.rerank(q, head.map((h) => h.text));
+  const reranked = head.map((h, i) => ({ ...h, score: scores[i] ?? 0 })).sort((a, b) => b.score - a.score);
+  const floor = reranked.length ? Math.min(...reranked.map((h) => h.score)) : 0;
+  // Below the reranked ones, and never above them: scaled under the lowest reranked score.
+  return [...reranked, ...hits.slice(RERANK_DEPTH).map((h) => ({ ...h, score: Math.min(h.score, floor) }))];
 }
 
 /**
@@ -132,7 +151,8 @@ async function viewsOf(ports: SearchPorts, documentIds: Iterable<string>, tags: 
  * filepath. Chunks scoring below `chunkThreshold` (0..1) are dropped; the rest are grouped by
  * document, whose score is its best chunk's; `limit` counts documents. Within a document the
  * matching chunks come best first (then, with onlyMatchingChunks false, their neighbours).
- * `rerank` and `rewriteQuery` are accepted but change nothing: no model for them is configured.
+ * `rerank: true` re-scores the best candidates with the configured reranker (RERANKER_URL) and is
+ * a no-op without one; `rewriteQuery` is accepted and changes nothing (no model for it).
  */
 export async function searchDocuments(ports: SearchPorts, body: unknown, tagScope: TagScope = null): Promise<V3SearchResponse> {
   const clock = ports.clock ?? (() => performance.now());
@@ -141,7 +161,7 @@ export async function searchDocuments(ports: SearchPorts, body: unknown, tagScop
   // A scoped key searches its own tags when it names none; naming another tag is 403.
   const tags = readTags(tagScope, tagsOf(req));
   const scope = await scopeOf(ports, { containerTags: tags, filters: req.filters, docId: req.docId, filepath: req.filepath, tagScope });
-  const hits = await retrieve(ports, req.q, scope, candidateDepth(req.limit));
+  const hits = await retrieve(ports, req.q, scope, candidateDepth(req.limit), req.rerank);
 
   // Hits come best first, so a document's first hit is its best and the map's order is the ranking.
   const groups = new Map<string, SearchHit[]>();
@@ -213,8 +233,8 @@ async function withContext(ports: SearchPorts, documentId: string, matched: Sear
  * only) every mode searches chunks and the mode picks the field, as before memories existed.
  * `similarity` is the hybrid score (0..1, comparable across queries); `threshold` drops
  * hits below it.
- * `rerank`, `rewriteQuery` and `aggregate` are accepted but change nothing: no model for them
- * is configured.
+ * `rerank: true` re-scores chunk hits with the configured reranker (a no-op without one);
+ * `rewriteQuery` and `aggregate` are accepted but change nothing: no model for them is configured.
  */
 export async function searchMemories(ports: SearchPorts, body: unknown, tagScope: TagScope = null, memories?: MemoryPorts): Promise<V4SearchResponse> {
   const clock = ports.clock ?? (() => performance.now());
@@ -250,7 +270,7 @@ export function mergeHybrid(memories: V4SearchResult[], chunks: V4SearchResult[]
 async function searchChunks(ports: SearchPorts, req: V4SearchRequest, tags: string[] | undefined, field: 'memory' | 'chunk' | 'both'): Promise<V4SearchResult[]> {
   const scope = await scopeOf(ports, { containerTags: tags, filters: req.filters, filepath: req.filepath });
   // A few spare hits, in case some documents were deleted or moved since the index was read.
-  const hits = (await retrieve(ports, req.q, scope, req.limit + 10)).filter((h) => normaliseScore(h.score) >= req.threshold);
+  const hits = (await retrieve(ports, req.q, scope, req.limit + 10, req.rerank)).filter((h) => normaliseScore(h.score) >= req.threshold);
   const views = await viewsOf(ports, hits.map((h) => h.documentId), tags);
   const include = req.include ?? {};
 

@@ -9,7 +9,8 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { ZodError } from 'zod';
 import { SqliteChunkIndex } from '@memstream/chunk-index';
 import { V3SearchResponse, V4SearchResponse, type FilterInput, type Metadata } from '@memstream/contracts';
-import { HashedEmbedder } from '@memstream/embedder';
+import { HashedEmbedder, HttpReranker, type RerankApi } from '@memstream/embedder';
+import { createServer } from 'node:http';
 import { createLogger, documentIdForCustomId } from '@memstream/kit';
 import { SqliteDocumentViews, type DocumentView } from '@memstream/views';
 import { createApp } from '../app.js';
@@ -281,11 +282,45 @@ describe('search handlers over a real SQLite index, view store and hashed embedd
       ]);
     });
 
-    it('rerank, rewriteQuery, documentThreshold and categoriesFilter are accepted and change nothing', async () => {
+    it('without a reranker, rerank, rewriteQuery, documentThreshold and categoriesFilter are accepted and change nothing', async () => {
       const clock = () => 0;
       const base = await searchDocuments({ ...s.ports, clock }, { q: 'quokka' });
       const more = await searchDocuments({ ...s.ports, clock }, { q: 'quokka', rerank: true, rewriteQuery: true, documentThreshold: 0.9, categoriesFilter: ['x'] });
       expect(more).toEqual(base);
+    });
+
+    it('rerank: true re-scores the candidates with the configured reranker (TEI and Cohere formats)', async () => {
+      // A loopback reranker that finds the kettle most relevant, whatever the query says.
+      const seen: unknown[] = [];
+      const server = createServer((req, res) => {
+        let body = '';
+        req.on('data', (c: Buffer) => (body += c));
+        req.on('end', () => {
+          const b = JSON.parse(body) as { query: string; texts?: string[]; documents?: string[] };
+          seen.push({ url: req.url, ...b });
+          const texts = b.texts ?? b.documents ?? [];
+          const scored = texts.map((t, index) => ({ index, s: t.includes('kettle') ? 0.97 : 0.05 }));
+          res.setHeader('content-type', 'application/json');
+          res.end(JSON.stringify(b.texts ? scored.map(({ index, s }) => ({ index, score: s })) : { results: scored.map(({ index, s }) => ({ index, relevance_score: s })) }));
+        });
+      });
+      await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+      try {
+        const url = `http://127.0.0.1:${(server.address() as AddressInfo).port}`;
+        for (const api of ['tei', 'cohere'] as RerankApi[]) {
+          const ports = { ...s.ports, reranker: new HttpReranker({ url, api, model: 'rr' }) };
+          const plain = await searchDocuments(ports, { q: 'teapot oolong', chunkThreshold: 0 });
+          expect(plain.results[0]!.documentId).toBe('doc-teapot');
+          const reranked = await searchDocuments(ports, { q: 'teapot oolong', chunkThreshold: 0, rerank: true });
+          expect(reranked.results[0]!.documentId).toBe(documentIdForCustomId('kettle-notes'));
+          expect(reranked.results[0]!.score).toBeCloseTo(0.97, 6);
+          const v4 = await searchMemories(ports, { q: 'teapot oolong', rerank: true, threshold: 0.5, searchMode: 'documents' });
+          expect(v4.results.map((r) => r.chunk)).toEqual(['The kettle whistles when the water boils.']);
+        }
+        expect(seen.map((x) => (x as { url: string }).url)).toEqual(Array(4).fill('/rerank'));
+      } finally {
+        await new Promise<void>((r) => server.close(() => r()));
+      }
     });
 
     it('a query without a word finds nothing', async () => {
