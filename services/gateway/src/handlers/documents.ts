@@ -49,6 +49,11 @@ export interface DocumentHead {
   metadataSeq: number;
 }
 
+/** The head of a document that has no event yet. */
+function newDocumentHead(): DocumentHead {
+  return { submitted: null, submittedSeq: 0, revision: 0, deleted: false, metadataUpdate: null, metadataSeq: 0 };
+}
+
 /** What the gateway needs of the event log. */
 export interface EventLog {
   head(documentId: string): Promise<DocumentHead>;
@@ -154,8 +159,11 @@ async function entityContextFor(ports: GatewayPorts, tags: string[], given: stri
  */
 export async function submit(ports: GatewayPorts, s: Submission, headers: Record<string, string> = {}): Promise<{ id: string; status: DocumentResponse['status'] }> {
   const documentId = s.documentId ?? (s.customId ? documentIdForCustomId(s.customId, customIdNamespace(s.scope ?? null)) : newId());
+  // A new random id has no history to read: the add path's log read is for customIds (and
+  // updates). The publish still expects no earlier submission, so a clash could not go unseen.
+  const fresh = s.documentId === undefined && !s.customId;
   for (let attempt = 0; attempt < 5; attempt++) {
-    const head = await ports.events.head(documentId);
+    const head = fresh && attempt === 0 ? newDocumentHead() : await ports.events.head(documentId);
     const live = head.submitted && !head.deleted ? head.submitted : null;
     const scope = live ? currentScope(head) : { containerTags: [], metadata: {}, version: 0 };
     let containerTags = s.containerTags ?? scope.containerTags;
