@@ -16,16 +16,20 @@ import { existsSync } from 'node:fs';
 import { mkdtemp, rm, stat } from 'node:fs/promises';
 import { cpus, tmpdir, totalmem } from 'node:os';
 import path from 'node:path';
-import { parseArgs, promisify } from 'node:util';
+import { promisify } from 'node:util';
 import { createLogger } from '@memstream/kit';
 import { DEFAULT_LIMITS, type ExtractContext } from '../services/extractor/src/kinds.js';
 import { extractIsolated, treeRss } from '../services/extractor/src/sandbox.js';
 import { pdfExtractor } from '../services/extractor/src/extractors/pdf.js';
 import { makeLargePdf, makePdf } from '../services/extractor/src/testing/fixtures.js';
+import { commandArgs } from '@memstream/cli';
 
 const run = promisify(execFile);
 
-const { values } = parseArgs({
+const USAGE = `usage: ./memstream bench extract-pdf [--mb 50] [--pages 400] [--json]
+
+one large PDF through the sandboxed extractor: seconds and peak memory.`;
+const { values } = commandArgs('bench extract-pdf', USAGE, {
   options: { mb: { type: 'string', default: '50' }, pages: { type: 'string', default: '400' }, json: { type: 'boolean', default: false } },
 });
 const TARGET = Number(values.mb) * 1024 * 1024;

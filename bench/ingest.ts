@@ -15,14 +15,17 @@ import { execFileSync } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir, cpus, totalmem } from 'node:os';
 import path from 'node:path';
-import { parseArgs } from 'node:util';
 import { StorageType } from '@nats-io/jetstream';
 import { connectBus } from '@memstream/bus';
 import { SERVICES, spawnService, startNatsServer, stopProcess, type ServiceProcess } from '@memstream/cli';
 import { createLogger } from '@memstream/kit';
 import { SqliteDocumentViews } from '@memstream/views';
+import { commandArgs } from '@memstream/cli';
 
-const { values } = parseArgs({
+const USAGE = `usage: ./memstream bench [ingest] [--docs 1000] [--concurrency 16] [--json]
+
+N documents of about 2 KB through a private memstream: add throughput, end-to-end documents/s, time to done, and the raw JetStream publish ceiling.`;
+const { values } = commandArgs('bench', USAGE, {
   options: { docs: { type: 'string', default: '1000' }, concurrency: { type: 'string', default: '16' }, json: { type: 'boolean', default: false } },
 });
 const N = Number(values.docs);

@@ -8,7 +8,6 @@
  * Figures, not assertions (test/retrieval.int.test.ts holds the floors).
  */
 import { cpus, loadavg } from 'node:os';
-import { parseArgs } from 'node:util';
 import { loadEmbedder } from '../packages/embedder/src/index.js';
 import { HashedEmbedder } from '../packages/embedder/src/hashed.js';
 import type { Embedder } from '../packages/embedder/src/port.js';
@@ -16,8 +15,14 @@ import { evaluate, formatEvaluation } from '../test/retrieval/evaluate.js';
 import { loadRetrievalSet } from '../test/retrieval/manpages.js';
 import { generateConversations } from '../test/retrieval/conversations.js';
 import { evaluateConversations, formatConversationEvaluation } from '../test/retrieval/evaluate-conversations.js';
+import { commandArgs } from '@memstream/cli';
 
-const { values } = parseArgs({
+const USAGE = `usage: ./memstream bench retrieval [--docs 3000] [--queries 500] [--seed 7] [--onnx DIR | --embedder hashed|static]
+         [--sweep 0,0.1,0.2 --floors 0.2] [--conversations 60] [--only manpages|conversations] [--json]
+
+recall@10 and MRR@10 of dense, keyword and hybrid search over the manual-page test set, and
+evidence recall over generated multi-session conversations.`;
+const { values } = commandArgs('bench retrieval', USAGE, {
   options: {
     docs: { type: 'string', default: '3000' },
     queries: { type: 'string', default: '500' },

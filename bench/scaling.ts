@@ -16,11 +16,14 @@
  */
 import { createServer, type Server } from 'node:http';
 import { cpus, loadavg } from 'node:os';
-import { parseArgs } from 'node:util';
 import { stopProcess } from '@memstream/cli';
 import { api, startTestStack, waitTagDone, type TestStack } from '../test/support/stack.js';
+import { commandArgs } from '@memstream/cli';
 
-const { values } = parseArgs({
+const USAGE = `usage: ./memstream bench scaling [--docs 200] [--latency-ms 50] [--clients 8]
+
+one and then two embedder replicas on one consumer, and the check that nothing is processed twice.`;
+const { values } = commandArgs('bench scaling', USAGE, {
   options: {
     docs: { type: 'string', default: '200' },
     'latency-ms': { type: 'string', default: '50' },

@@ -27,7 +27,6 @@ import { mkdtempSync, readFileSync, readdirSync, realpathSync, rmSync, statSync,
 import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { parseArgs } from 'node:util';
 import { HashedEmbedder } from '../packages/embedder/src/hashed.js';
 import type { ChunkInput, SearchHit, SearchQuery } from '../packages/chunk-index/src/port.js';
 import { SqliteChunkIndex } from '../packages/chunk-index/src/sqlite.js';
@@ -35,6 +34,7 @@ import { dotAt } from '../packages/chunk-index/src/shared.js';
 import { chunkText, type TextFormat } from '../services/chunker/src/handlers/chunk.js';
 // Seeded, so every run samples the same corpus order and queries.
 import { rng, shuffle } from '../test/retrieval/manpages.js';
+import { commandArgs } from '@memstream/cli';
 
 const DIM = 384;
 const LIMIT = 10;
@@ -360,7 +360,10 @@ interface SizeResult {
 }
 
 async function main(): Promise<void> {
-  const { values } = parseArgs({
+  const USAGE = `usage: ./memstream bench search [--sizes 10000,100000] [--queries 200] [--max-tokens 256] [--seed 42] [--json] [--probe …] [--queries-file F]
+  
+  the embedded index (FTS5 BM25 + exact dense scan + hybrid) over real text: latency per size.`;
+  const { values } = commandArgs('bench search', USAGE, {
     options: {
       sizes: { type: 'string', default: '10000,100000' },
       queries: { type: 'string', default: '200' },

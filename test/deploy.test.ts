@@ -584,8 +584,8 @@ describe('deploy/k8s/jobs/replay.yaml (applied by hand, outside the kustomizatio
     const c = j.spec.template.spec.containers[0] as K8sObject;
     expect(existsSync(path.join(ROOT, c.args[0])), c.args[0]).toBe(true);
     expect(c.args[1]).toBe('replay');
-    const cli = read(path.join(ROOT, 'packages', 'cli', 'src', 'main.ts'));
-    expect(/known: ([^\\\n]+)/.exec(cli)?.[1]?.split(/,\s*/) ?? [], 'replay targets in packages/cli/src/main.ts').toContain(c.args[2]);
+    const { REPLAY_USAGE } = (await import(pathToFileURL(path.join(ROOT, 'packages', 'cli', 'src', 'replay-commands.ts')).href)) as { REPLAY_USAGE: Record<string, string> };
+    expect(Object.keys(REPLAY_USAGE), 'replay targets in packages/cli/src/replay-commands.ts').toContain(c.args[2]);
     const { Config: CliConfig } = (await import(pathToFileURL(path.join(ROOT, 'packages', 'cli', 'src', 'config.ts')).href)) as { Config: { shape: Record<string, unknown> } };
     const { embedderEnv } = (await import(pathToFileURL(path.join(ROOT, 'packages', 'embedder', 'src', 'env.ts')).href)) as { embedderEnv: Record<string, unknown> };
     const allowed = new Set([...Object.keys(CliConfig.shape), ...Object.keys(embedderEnv)]);

@@ -12,9 +12,32 @@ export interface Bus {
   close(): Promise<void>;
 }
 
+/**
+ * NATS_URL may carry credentials, `nats://user:password@host:port` (or `nats://token@host:port`),
+ * like a database URL: the embedded server's are generated into the data dir and handed to every
+ * service this way. nats.js ignores credentials in a server URL, so they are taken out here and
+ * passed as connection options. Several servers are separated by commas.
+ */
+export function natsConnectOptions(url: string): { servers: string[]; user?: string; pass?: string; token?: string } {
+  let auth: { user?: string; pass?: string; token?: string } = {};
+  const servers = url.split(',').map((s) => {
+    const m = /^([a-z]+:\/\/)?([^@/]*)@(.*)$/i.exec(s.trim());
+    if (!m) return s.trim();
+    const [user = '', pass] = m[2]!.split(/:(.*)/s).map(decodeURIComponent);
+    if (!auth.user && !auth.token) auth = pass === undefined ? { token: user } : { user, pass };
+    return `${m[1] ?? ''}${m[3]}`;
+  });
+  return { servers, ...auth };
+}
+
+/** The URL without its credentials, for logs. */
+export function redactNatsUrl(url: string): string {
+  return natsConnectOptions(url).servers.join(',');
+}
+
 export async function connectBus(opts: { url: string; name: string; log: Logger; timeoutMs?: number }): Promise<Bus> {
   const nc = await connect({
-    servers: opts.url.split(','),
+    ...natsConnectOptions(opts.url),
     name: opts.name,
     // Keep trying forever: a broker restart must not take the services down with it.
     maxReconnectAttempts: -1,

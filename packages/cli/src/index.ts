@@ -1,3 +1,4 @@
 export * from './nats-server.js';
 export * from './stack.js';
 export * from './replay.js';
+export * from './args.js';

@@ -12,9 +12,10 @@ import { loadConfig, type Config } from './config.js';
 import { startNatsServer, type NatsServerHandle } from './nats-server.js';
 import { SERVICES, spawnService, stopProcess, type ServiceName, type ServiceProcess } from './stack.js';
 import { compareViews, progressBar, rebuildViews } from './replay.js';
-import { replayEmbed, replayIndex, replayRedrive, runningNatsUrl } from './replay-commands.js';
+import { REPLAY_USAGE, replayEmbed, replayIndex, replayRedrive, runningNatsUrl } from './replay-commands.js';
 import { importCommand } from './import/command.js';
 import { apiTarget } from './target.js';
+import { commandArgs } from './args.js';
 
 const USAGE = `memstream — a self-hostable content memory service
 
@@ -43,6 +44,18 @@ const USAGE = `memstream — a self-hostable content memory service
 
 Configuration (environment): MEMSTREAM_PORT (8787), MEMSTREAM_HOST (127.0.0.1), MEMSTREAM_API_KEY,
 MEMSTREAM_DATA_DIR (./.memstream), NATS_URL, MONGODB_URL, QDRANT_URL, LOG_LEVEL (info), MEMSTREAM_URL (import, mcp).`;
+
+const UP_USAGE = `usage: ./memstream up
+
+Starts nats-server (unless NATS_URL is set) and the seven services, supervises them (a process
+that exits is started again, the broker on the same port and store), and stops them in order on
+Ctrl-C or SIGTERM. It takes no flags: configuration is the environment (README: Configuration).`;
+
+const REPLAY_HELP = `usage: ./memstream replay <projection|index|redrive|embed> [flags]
+
+${Object.values(REPLAY_USAGE).map((u) => u.split('\n')[0]!.replace(/^usage: /, '  ')).join('\n')}
+
+./memstream replay <target> --help describes each.`;
 
 function dataDir(config: Config): string {
   return path.resolve(config.MEMSTREAM_INVOKE_CWD ?? process.cwd(), config.MEMSTREAM_DATA_DIR);
@@ -76,11 +89,13 @@ async function up(config: Config): Promise<void> {
   let nats: NatsServerHandle | null = null;
   let natsUrl = config.NATS_URL;
   if (!natsUrl) {
-    nats = await startNatsServer({ storeDir: path.join(dir, 'nats'), detached: true });
+    // The port is chosen once and kept in the data dir, so a restarted server is where the
+    // services' reconnects look for it; the kernel stops it if this launcher is killed.
+    nats = await startNatsServer({ storeDir: path.join(dir, 'nats'), detached: true, dieWithParent: true, portFile: path.join(dir, 'nats.port') });
     natsUrl = nats.url;
-    // `replay redrive` and `replay embed` find the running server here.
-    writeFileSync(path.join(dir, 'nats.url'), natsUrl + '\n');
-    log.info({ url: natsUrl, version: nats.version, fsync: nats.syncAlways ? 'always' : 'every 2 min (nats-server < 2.10 has no sync_interval)' }, 'nats-server started');
+    // `replay redrive` and `replay embed` find the running server here (the URL carries its credentials).
+    writeFileSync(path.join(dir, 'nats.url'), natsUrl + '\n', { mode: 0o600 });
+    log.info({ url: nats.address, version: nats.version, fsync: nats.syncAlways ? 'always' : 'every 2 min (nats-server < 2.10 has no sync_interval)' }, 'nats-server started');
   }
   const env: Record<string, string> = {
     NATS_URL: natsUrl,
@@ -111,13 +126,58 @@ async function up(config: Config): Promise<void> {
       log.warn({ service: p.name, code, signal }, 'service exited: restarting');
       spawnService(p.name, { env, onLog, detached: true })
         .then((np) => {
-          if (np.opsUrl) log.info({ service: np.name, opsUrl: np.opsUrl }, 'restarted: its ops port moved');
+          log.info({ service: np.name, ms: Date.now() - now, ...(np.opsUrl ? { opsUrl: np.opsUrl } : {}) }, 'service restarted (its ops port may have moved)');
           procs.set(np.name, np);
           supervise(np);
         })
         .catch((err) => log.error({ service: p.name, err: errorMessage(err) }, 'restart failed'));
     });
   };
+
+  // The broker is supervised like the services: started again on the same port and store when
+  // it exits; the services reconnect by themselves (connectBus retries for ever).
+  const brokerRestarts: number[] = [];
+  const superviseBroker = (server: NatsServerHandle) => {
+    server.onExit((code, signal) => {
+      if (stopping) return;
+      const now = Date.now();
+      const recent = brokerRestarts.filter((t) => now - t < 60_000);
+      brokerRestarts.splice(0, brokerRestarts.length, ...recent, now);
+      if (recent.length >= 5) {
+        log.fatal({ code, signal }, 'nats-server keeps exiting (5 times in a minute): stopping memstream');
+        void stopAll().then(() => process.exit(1));
+        return;
+      }
+      log.warn({ code, signal, port: server.port }, 'nats-server exited: restarting it on the same port and store');
+      const t0 = performance.now();
+      const again = async (attempt: number): Promise<void> => {
+        try {
+          await server.restart();
+          writeFileSync(path.join(dir, 'nats.url'), server.url + '\n', { mode: 0o600 });
+          log.info({ url: server.address, ms: Math.round(performance.now() - t0), attempt }, 'nats-server restarted');
+          if (server.url !== env.NATS_URL) {
+            // Its port was taken meanwhile: the services reconnect to the old address for ever, so
+            // they are restarted (by their supervision) with the new one.
+            log.warn({ url: server.address }, 'nats-server came back on another port: restarting the services');
+            env.NATS_URL = server.url;
+            for (const p of procs.values()) p.child.kill('SIGTERM');
+          }
+        } catch (err) {
+          if (stopping) return;
+          if (attempt >= 5) {
+            log.fatal({ err: errorMessage(err) }, 'nats-server could not be started again: stopping memstream');
+            await stopAll();
+            process.exit(1);
+          }
+          log.warn({ err: errorMessage(err), attempt }, 'nats-server restart failed: trying again in 1 s');
+          await new Promise((r) => setTimeout(r, 1_000));
+          return again(attempt + 1);
+        }
+      };
+      void again(1);
+    });
+  };
+  if (nats) superviseBroker(nats);
 
   const stopAll = async () => {
     stopping = true;
@@ -191,15 +251,19 @@ async function withBus<T>(config: Config, fn: (bus: Awaited<ReturnType<typeof co
 
 async function replay(config: Config, args: string[]): Promise<number> {
   const what = args[0];
+  if (what === undefined || what === '--help' || what === '-h') {
+    process.stdout.write(REPLAY_HELP + '\n');
+    return what === undefined ? 2 : 0;
+  }
   const commands = { index: replayIndex, redrive: replayRedrive, embed: replayEmbed } as const;
   if (what === 'index' || what === 'redrive' || what === 'embed') {
     return commands[what](config, dataDir(config), args.slice(1), (fn, opts) => withBus(config, fn, opts));
   }
   if (what !== 'projection') {
-    process.stderr.write(`replay: unknown target ${what ?? '(none)'}; known: projection, index, redrive, embed\n\n${USAGE}\n`);
+    process.stderr.write(`memstream replay: unknown target ${what}: projection, index, redrive or embed (./memstream replay --help)\n`);
     return 2;
   }
-  const swap = args.includes('--swap');
+  const swap = commandArgs('replay projection', REPLAY_USAGE.projection, { args: args.slice(1), options: { swap: { type: 'boolean' } } }).values.swap === true;
   const dir = dataDir(config);
   mkdirSync(dir, { recursive: true });
   const livePath = path.join(dir, 'views.sqlite');
@@ -253,6 +317,7 @@ async function main(argv: string[]): Promise<number> {
   const config = loadConfig();
   switch (cmd) {
     case 'up':
+      commandArgs('up', UP_USAGE, { args: rest, options: {} });
       await up(config);
       return -1; // keeps running until a signal
     case 'replay':
@@ -268,7 +333,7 @@ async function main(argv: string[]): Promise<number> {
       process.stdout.write(USAGE + '\n');
       return 0;
     default:
-      process.stderr.write(`unknown command: ${cmd}\n\n${USAGE}\n`);
+      process.stderr.write(`memstream: unknown command ${cmd}: up, test, replay or bench (./memstream --help)\n`);
       return 2;
   }
 }

@@ -1,9 +1,13 @@
 import { spawn, execFileSync, type ChildProcess } from 'node:child_process';
-import { mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { existsSync, mkdirSync, readFileSync, writeFileSync } from 'node:fs';
+import { randomBytes } from 'node:crypto';
 import path from 'node:path';
 
 export interface NatsServerHandle {
+  /** The client URL, with the generated credentials in it (`nats://memstream:…@127.0.0.1:port`): secret. */
   url: string;
+  /** The same without credentials, for logs. */
+  address: string;
   port: number;
   version: string;
   /** Whether this server fsyncs every write (sync_interval: always, nats-server >= 2.10). */
@@ -15,6 +19,40 @@ export interface NatsServerHandle {
   kill(): Promise<void>;
   /** Start again on the same port and store after a stop or kill. */
   restart(): Promise<void>;
+  /** Called when the server exits after it was ready (a crash or a kill), not for stop()/kill()/restart(). */
+  onExit(listener: (code: number | null, signal: NodeJS.Signals | null) => void): void;
+}
+
+/** The client credentials of an embedded server: generated once into its store, mode 600, reused. */
+function credentials(file: string): { user: string; password: string } {
+  if (existsSync(file)) {
+    const c = JSON.parse(readFileSync(file, 'utf8')) as { user?: unknown; password?: unknown };
+    if (typeof c.user === 'string' && typeof c.password === 'string' && c.user && c.password) return { user: c.user, password: c.password };
+  }
+  const c = { user: 'memstream', password: randomBytes(24).toString('base64url') };
+  writeFileSync(file, JSON.stringify(c) + '\n', { mode: 0o600 });
+  return c;
+}
+
+/** A port kept from an earlier start, or -1 (any free one). */
+function keptPort(file: string | undefined): number {
+  if (!file || !existsSync(file)) return -1;
+  const n = Number(readFileSync(file, 'utf8').trim());
+  return Number.isInteger(n) && n > 0 && n < 65536 ? n : -1;
+}
+
+let pdeathsig: boolean | undefined;
+/** util-linux's setpriv can ask the kernel to SIGTERM a child when its parent dies (PR_SET_PDEATHSIG). */
+function hasSetpriv(): boolean {
+  if (pdeathsig === undefined) {
+    try {
+      execFileSync('setpriv', ['--help'], { stdio: 'ignore' });
+      pdeathsig = process.platform === 'linux';
+    } catch {
+      pdeathsig = false;
+    }
+  }
+  return pdeathsig;
 }
 
 export function natsServerVersion(bin = 'nats-server'): string {
@@ -69,6 +107,18 @@ export async function startNatsServer(opts: {
   log?: (line: string) => void;
   /** Own process group, so a terminal's Ctrl-C reaches only the launcher, which stops it last. */
   detached?: boolean;
+  /**
+   * A file keeping the port: the first start takes a free one and writes it there, later starts
+   * (and restarts) use it again, so clients that reconnect find the server where it was. When
+   * that port is taken by then, a free one is chosen and written.
+   */
+  portFile?: string;
+  /**
+   * The kernel stops the server (SIGTERM) when the process that started it dies, even by
+   * SIGKILL (setpriv --pdeathsig; Linux with util-linux). Only from a main thread: the signal
+   * follows the thread that spawned it, and a worker thread ends before its process does.
+   */
+  dieWithParent?: boolean;
 }): Promise<NatsServerHandle> {
   const bin = opts.bin ?? 'nats-server';
   const version = natsServerVersion(bin);
@@ -76,7 +126,8 @@ export async function startNatsServer(opts: {
   mkdirSync(opts.storeDir, { recursive: true });
   const pidFile = path.join(opts.storeDir, 'nats.pid');
   await stopStale(pidFile);
-  let port = opts.port ?? -1;
+  let port = opts.port ?? keptPort(opts.portFile);
+  const auth = credentials(path.join(opts.storeDir, 'credentials.json'));
   const conf = path.join(opts.storeDir, 'nats.conf');
   const write = () =>
     writeFileSync(
@@ -85,6 +136,10 @@ export async function startNatsServer(opts: {
         `listen: "127.0.0.1:${port}"`,
         `max_payload: 1MB`,
         `pid_file: ${JSON.stringify(path.resolve(pidFile))}`,
+        `authorization {`,
+        `  user: ${JSON.stringify(auth.user)}`,
+        `  password: ${JSON.stringify(auth.password)}`,
+        `}`,
         `jetstream {`,
         `  store_dir: ${JSON.stringify(path.resolve(opts.storeDir))}`,
         `  max_file_store: 64GB`,
@@ -92,13 +147,16 @@ export async function startNatsServer(opts: {
         `}`,
         '',
       ].join('\n'),
+      { mode: 0o600 },
     );
   let child: ChildProcess | null = null;
+  const exitListeners: Array<(code: number | null, signal: NodeJS.Signals | null) => void> = [];
 
   const launch = () =>
     new Promise<void>((resolve, reject) => {
       write();
-      const c = spawn(bin, ['-c', conf], { stdio: ['ignore', 'ignore', 'pipe'], detached: opts.detached ?? false });
+      const [cmd, args] = opts.dieWithParent && hasSetpriv() ? ['setpriv', ['--pdeathsig', 'SIGTERM', bin, '-c', conf]] : [bin, ['-c', conf]];
+      const c = spawn(cmd, args, { stdio: ['ignore', 'ignore', 'pipe'], detached: opts.detached ?? false });
       child = c;
       let buf = '';
       let ready = false;
@@ -121,24 +179,44 @@ export async function startNatsServer(opts: {
           resolve();
         }
       });
-      c.once('exit', (code) => {
+      c.once('exit', (code, signal) => {
         if (!ready) {
           clearTimeout(timer);
           reject(new Error(`nats-server exited with ${code} before it was ready:\n${buf.slice(-2000)}`));
+        } else if (child === c && !expected.has(c)) {
+          for (const l of exitListeners) l(code, signal);
         }
       });
     });
 
+  // Exits we caused (stop, kill, restart) are not reported to onExit listeners.
+  const expected = new WeakSet<ChildProcess>();
+  const start = async () => {
+    try {
+      await launch();
+    } catch (err) {
+      // The kept port is taken by another process now: take any free one (and keep that).
+      if (port <= 0 || !/address already in use/i.test(String(err))) throw err;
+      port = -1;
+      await launch();
+    }
+    if (opts.portFile) writeFileSync(opts.portFile, `${port}\n`);
+  };
+
   const waitExit = (c: ChildProcess | null, signal: NodeJS.Signals) =>
     new Promise<void>((resolve) => {
       if (!c || c.exitCode !== null || c.signalCode !== null) return resolve();
+      expected.add(c);
       c.once('exit', () => resolve());
       c.kill(signal);
     });
 
-  await launch();
+  await start();
   return {
     get url() {
+      return `nats://${encodeURIComponent(auth.user)}:${encodeURIComponent(auth.password)}@127.0.0.1:${port}`;
+    },
+    get address() {
       return `nats://127.0.0.1:${port}`;
     },
     get port() {
@@ -151,7 +229,10 @@ export async function startNatsServer(opts: {
     kill: () => waitExit(child, 'SIGKILL'),
     restart: async () => {
       await waitExit(child, 'SIGTERM');
-      await launch();
+      await start();
+    },
+    onExit: (listener) => {
+      exitListeners.push(listener);
     },
   };
 }

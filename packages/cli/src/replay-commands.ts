@@ -1,7 +1,7 @@
 import path from 'node:path';
 import { readFileSync, renameSync, rmSync } from 'node:fs';
 import { createInterface } from 'node:readline/promises';
-import { parseArgs } from 'node:util';
+import { commandArgs } from './args.js';
 import { embeddingConfigStore, type Bus } from '@memstream/bus';
 import { ChunkIndexSet, namedIndexPath, openNamedChunkIndex, type ChunkIndex } from '@memstream/chunk-index';
 import { DEFAULT_INDEX, RedriveStage } from '@memstream/contracts';
@@ -39,6 +39,27 @@ function indexStore(config: Config, dir: string) {
 
 const out = (line: string) => process.stdout.write(line + '\n');
 
+/** Each replay command's --help. */
+export const REPLAY_USAGE = {
+  projection: `usage: ./memstream replay projection [--swap]
+
+Reads the whole log into a fresh view store (<data dir>/views.rebuild.sqlite) and compares it
+document by document with the live view. --swap makes it the live one (stop memstream first).`,
+  index: `usage: ./memstream replay index [--dry-run] [--swap]
+
+Rebuilds the active embedding model's chunk index from the log and compares it with the live one.
+--dry-run only compares; --swap makes the rebuilt index the live one (stop memstream first).`,
+  redrive: `usage: ./memstream replay redrive --from <extract|chunk|embed|index>
+         (--all | --tag T | --filter JSON | --failed) [--dry-run] [--yes] [--no-wait] [--wait-timeout S]
+
+Processes the selected documents again from a stage, as a new revision (memstream must be up).
+--dry-run counts them by status; otherwise it waits until they are done or failed (default 120 s).`,
+  embed: `usage: ./memstream replay embed --model <hashed:DIM | openai:MODEL[:DIM] | onnx:DIR> [--dry-run] [--yes] [--wait-timeout S]
+
+Embeds every chunk with a new model into a shadow index, catches up, then switches search and new
+documents to it (memstream must be up).`,
+} as const;
+
 async function confirm(question: string, yes: boolean): Promise<boolean> {
   if (yes) return true;
   if (!process.stdin.isTTY) throw new Error(`${question} — not asked without a terminal: add --yes`);
@@ -63,7 +84,7 @@ async function embedderFor(settings: Record<string, string> | undefined) {
  * the live one; --swap makes it the live one (stop memstream first).
  */
 export async function replayIndex(config: Config, dir: string, argv: string[], withBus: WithBus): Promise<number> {
-  const { values } = parseArgs({ args: argv, options: { 'dry-run': { type: 'boolean' }, swap: { type: 'boolean' } }, strict: true });
+  const { values } = commandArgs('replay index', REPLAY_USAGE.index, { args: argv, options: { 'dry-run': { type: 'boolean' }, swap: { type: 'boolean' } } });
   return withBus(async (bus) => {
     const { config: models } = await (await embeddingConfigStore(bus)).read();
     const active = models?.active ?? null;
@@ -120,7 +141,7 @@ export async function replayIndex(config: Config, dir: string, argv: string[], w
  * from `stage` (see replay-redrive.ts), then (by default) wait until all are done or failed.
  */
 export async function replayRedrive(config: Config, dir: string, argv: string[], withBus: WithBus): Promise<number> {
-  const { values } = parseArgs({
+  const { values } = commandArgs('replay redrive', REPLAY_USAGE.redrive, {
     args: argv,
     options: {
       from: { type: 'string' },
@@ -133,7 +154,6 @@ export async function replayRedrive(config: Config, dir: string, argv: string[],
       'no-wait': { type: 'boolean' },
       'wait-timeout': { type: 'string' },
     },
-    strict: true,
   });
   const from = RedriveStage.safeParse(values.from);
   if (!from.success) throw new Error(`--from must be one of ${RedriveStage.options.join(', ')} (got ${values.from ?? 'nothing'})`);
@@ -185,10 +205,9 @@ export async function replayRedrive(config: Config, dir: string, argv: string[],
  * model through a shadow index (see replay-embed.ts).
  */
 export async function replayEmbed(config: Config, dir: string, argv: string[], withBus: WithBus): Promise<number> {
-  const { values } = parseArgs({
+  const { values } = commandArgs('replay embed', REPLAY_USAGE.embed, {
     args: argv,
     options: { model: { type: 'string' }, 'dry-run': { type: 'boolean' }, yes: { type: 'boolean' }, 'wait-timeout': { type: 'string' } },
-    strict: true,
   });
   if (!values.model) throw new Error('--model <spec> is required: hashed:<dim>, static, openai:<model>[:<dim>] or onnx:<model folder>');
   const waitMs = Number(values['wait-timeout'] ?? 120) * 1000;

@@ -1,26 +1,36 @@
 import type { Logger } from 'pino';
 
+/** How long a service whose launcher died may take to stop: nobody waits for it, and `up`'s promise is that nothing outlives it by more than seconds. */
+const ORPHAN_GRACE_MS = 5_000;
+
 /**
  * Run a service until SIGINT/SIGTERM, then stop its parts in the order they were registered
  * — the house order is: stop consuming → drain NATS → close stores → flush telemetry.
- * A second signal, or a stop that takes longer than `graceMs`, exits at once.
+ * A second signal, or a stop that takes longer than `graceMs`, exits at once, with a log line
+ * naming the step it was still waiting for (a drain towards a broker that is gone never ends).
  */
 export function onShutdown(log: Logger, steps: Array<[string, () => Promise<unknown> | unknown]>, graceMs = 20_000): void {
   let stopping = false;
-  const stop = async (signal: string) => {
+  let waitingFor = 'nothing';
+  const stop = async (signal: string, deadlineMs = graceMs) => {
     if (stopping) {
-      log.warn({ signal }, 'second signal: exiting now');
+      log.warn({ signal, waitingFor }, 'second signal: exiting now');
       process.exit(1);
     }
     stopping = true;
-    log.info({ signal }, 'shutting down');
+    // Armed before anything else: even the log line below may block (a pipe nobody reads).
     const timer = setTimeout(() => {
-      log.error({ graceMs }, 'shutdown took too long: exiting');
-      process.exit(1);
-    }, graceMs);
+      try {
+        log.error({ deadlineMs, waitingFor }, `shutdown took too long: exiting while waiting for "${waitingFor}"`);
+      } finally {
+        process.exit(1);
+      }
+    }, deadlineMs);
     timer.unref();
+    log.info({ signal, deadlineMs }, 'shutting down');
     let code = 0;
     for (const [name, step] of steps) {
+      waitingFor = name;
       try {
         await step();
       } catch (err) {
@@ -28,6 +38,7 @@ export function onShutdown(log: Logger, steps: Array<[string, () => Promise<unkn
         log.error({ err, step: name }, 'shutdown step failed');
       }
     }
+    waitingFor = 'nothing';
     log.info('stopped');
     process.exit(code);
   };
@@ -38,7 +49,7 @@ export function onShutdown(log: Logger, steps: Array<[string, () => Promise<unkn
   if (process.env.MEMSTREAM_EXIT_WITH_PARENT === '1') {
     const parent = process.ppid;
     setInterval(() => {
-      if (process.ppid !== parent) void stop('parent exited');
+      if (process.ppid !== parent) void stop('parent exited', Math.min(graceMs, ORPHAN_GRACE_MS));
     }, 1_000).unref();
   }
 }

@@ -1,4 +1,4 @@
-import { parseArgs } from 'node:util';
+import { commandArgs } from '../args.js';
 import { ContainerTag, Metadata } from '@memstream/contracts';
 import type { Config } from '../config.js';
 import { apiTarget } from '../target.js';
@@ -51,24 +51,19 @@ export function summaryText(s: ImportSummary, wait: boolean): string {
 
 /** `./memstream import`: exit code 0 when everything sent is done (or accepted, without --wait), 1 when anything failed, 2 for bad usage. */
 export async function importCommand(config: Config, dataDir: string, argv: string[]): Promise<number> {
-  let parsed;
-  try {
-    parsed = parseArgs({
-      args: argv,
-      allowPositionals: true,
-      options: {
-        tag: { type: 'string' },
-        metadata: { type: 'string' },
-        wait: { type: 'boolean', default: false },
-        concurrency: { type: 'string', default: '4' },
-        url: { type: 'string' },
-        key: { type: 'string' },
-      },
-    });
-  } catch (err) {
-    process.stderr.write(`import: ${(err as Error).message}\n${IMPORT_USAGE}\n`);
-    return 2;
-  }
+  // --help prints the usage (exit 0); an unknown flag is one line (exit 2): see ../args.ts.
+  const parsed = commandArgs('import', IMPORT_USAGE, {
+    args: argv,
+    allowPositionals: true,
+    options: {
+      tag: { type: 'string' },
+      metadata: { type: 'string' },
+      wait: { type: 'boolean', default: false },
+      concurrency: { type: 'string', default: '4' },
+      url: { type: 'string' },
+      key: { type: 'string' },
+    },
+  });
   const { values, positionals } = parsed;
   const usage = (msg: string) => {
     process.stderr.write(`import: ${msg}\n${IMPORT_USAGE}\n`);
