@@ -1,16 +1,17 @@
 /**
- * The deployment files, checked offline (no cluster, no Docker engine, no kubectl here):
+ * The deployment files, checked offline (no cluster, no Docker engine):
  * - every YAML under deploy/ parses;
- * - the kustomizations are built by a small kustomize subset written below (NOT `kubectl
- *   kustomize`: it implements exactly the fields deploy/k8s uses and refuses any other), and every
- *   object they produce is validated against the Kubernetes OpenAPI schemas of kubernetes-models
- *   (KEDA's ScaledObject against @kubernetes-models/keda);
+ * - every kustomization under deploy/k8s is rendered by `kubectl kustomize` (kubectl is a test
+ *   dependency: Debian/Kubernetes package), and every object it produces is validated against
+ *   the Kubernetes OpenAPI schemas of kubernetes-models (KEDA's ScaledObject against
+ *   @kubernetes-models/keda);
  * - cross-references that drift silently otherwise: env names against each service's config
  *   schema, probes and annotations against the ports the services listen on, selectors against
  *   pod labels, KEDA consumers against packages/contracts and the consumers each service runs,
  *   secret keys against the runbook's `kubectl create secret`, the image against the launcher;
  * - the chart values files have the keys memstream relies on (no chart schemas exist offline).
  */
+import { execFileSync } from 'node:child_process';
 import { existsSync, readFileSync, readdirSync, statSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath, pathToFileURL } from 'node:url';
@@ -33,12 +34,6 @@ const DEPLOY = path.join(ROOT, 'deploy');
 const K8S = path.join(DEPLOY, 'k8s');
 const read = (p: string) => readFileSync(p, 'utf8');
 
-// ------------------------------------------------------------------------------------------
-// A small kustomize: the fields deploy/k8s uses, applied in kustomize's order (resources,
-// generators, patches, then the namespace/labels/images/replicas transformers). Anything else in
-// a kustomization.yaml is an error, so a new feature cannot be silently ignored here.
-// ------------------------------------------------------------------------------------------
-
 // The manifests are untyped YAML: a loose record type, checked by the schemas below.
 type K8sObject = Record<string, any>;
 
@@ -59,117 +54,27 @@ function loadDocs(file: string): K8sObject[] {
 }
 
 /**
- * Strategic merge, the part of it these patches use: mappings merge key by key, a null deletes,
- * lists of mappings that all carry `name` (containers, env, ports, volumes) merge by name, any
- * other list is replaced.
+ * Render a kustomization with `kubectl kustomize` (kustomize v5, offline: it reads only the
+ * files), the same build `kubectl apply -k` sends to a cluster.
  */
-function strategicMerge(base: unknown, patch: unknown): unknown {
-  if (patch === null) return undefined;
-  if (Array.isArray(patch)) {
-    const named = (xs: unknown[]) => xs.every((x) => isPlainObject(x) && typeof x.name === 'string');
-    if (!Array.isArray(base) || !named(base) || !named(patch)) return clone(patch);
-    const out = base.map((x) => clone(x)) as Array<Record<string, unknown>>;
-    for (const p of patch as Array<Record<string, unknown>>) {
-      const i = out.findIndex((x) => x.name === p.name);
-      if (i >= 0) out[i] = strategicMerge(out[i], p) as Record<string, unknown>;
-      else out.push(clone(p));
-    }
-    return out;
-  }
-  if (isPlainObject(patch)) {
-    const out: Record<string, unknown> = isPlainObject(base) ? clone(base) : {};
-    for (const [k, v] of Object.entries(patch)) {
-      const merged = strategicMerge(out[k], v);
-      if (merged === undefined) delete out[k];
-      else out[k] = merged;
-    }
-    return out;
-  }
-  return patch;
-}
-
-const KUSTOMIZATION_FIELDS = new Set(['apiVersion', 'kind', 'resources', 'namespace', 'labels', 'images', 'replicas', 'patches', 'secretGenerator']);
-
-function podTemplates(o: K8sObject): K8sObject[] {
-  return o.kind === 'Deployment' && o.spec?.template ? [o.spec.template] : [];
-}
-
-/** Build the kustomization in `dir` into its list of objects. */
 function kustomize(dir: string): K8sObject[] {
-  const kFile = path.join(dir, 'kustomization.yaml');
-  const k = parse(read(kFile)) as K8sObject;
-  const where = path.relative(ROOT, kFile);
-  for (const key of Object.keys(k)) if (!KUSTOMIZATION_FIELDS.has(key)) throw new Error(`${where}: kustomize-lite does not implement '${key}'`);
-  expect(k.apiVersion, where).toBe('kustomize.config.k8s.io/v1beta1');
-  expect(k.kind, where).toBe('Kustomization');
-
-  let objs: K8sObject[] = [];
-  for (const r of (k.resources ?? []) as string[]) {
-    const p = path.resolve(dir, r);
-    if (!existsSync(p)) throw new Error(`${where}: resource ${r} does not exist`);
-    objs.push(...(statSync(p).isDirectory() ? kustomize(p) : loadDocs(p)));
-  }
-
-  for (const g of (k.secretGenerator ?? []) as K8sObject[]) {
-    for (const key of Object.keys(g)) if (!['name', 'literals', 'options', 'type'].includes(key)) throw new Error(`${where}: secretGenerator.${key} is not implemented`);
-    // Without disableNameSuffixHash, kustomize appends a content hash and rewrites references: not implemented.
-    if (g.options?.disableNameSuffixHash !== true) throw new Error(`${where}: secretGenerator ${g.name} needs options.disableNameSuffixHash: true`);
-    const data: Record<string, string> = {};
-    for (const lit of (g.literals ?? []) as string[]) {
-      const eq = lit.indexOf('=');
-      if (eq <= 0) throw new Error(`${where}: bad literal ${lit}`);
-      data[lit.slice(0, eq)] = Buffer.from(lit.slice(eq + 1)).toString('base64');
-    }
-    objs.push({ apiVersion: 'v1', kind: 'Secret', metadata: { name: g.name }, type: g.type ?? 'Opaque', data });
-  }
-
-  for (const p of (k.patches ?? []) as K8sObject[]) {
-    const docs: K8sObject[] = p.path ? loadDocs(path.resolve(dir, p.path)) : parseInlinePatch(p.patch as string);
-    // Like kustomize: one patch per `patches` entry (several documents in one file is patchesStrategicMerge's old form).
-    if (docs.length !== 1) throw new Error(`${where}: a patches entry holds ${docs.length} documents; kustomize takes exactly one`);
-    for (const doc of docs) {
-      const target = (p.target ?? { kind: doc.kind, name: doc.metadata?.name }) as { kind?: string; name?: string };
-      const hits = objs.filter((o) => (!target.kind || o.kind === target.kind) && (!target.name || o.metadata?.name === target.name));
-      if (hits.length === 0) throw new Error(`${where}: patch ${p.path ?? ''} for ${target.kind}/${target.name} matches nothing`);
-      const { apiVersion: _v, kind: _k, ...body } = doc;
-      objs = objs.map((o) => (hits.includes(o) ? (strategicMerge(o, body) as K8sObject) : o));
-    }
-  }
-
-  if (k.namespace) for (const o of objs) o.metadata = { ...o.metadata, namespace: k.namespace };
-
-  for (const l of (k.labels ?? []) as K8sObject[]) {
-    if (l.includeSelectors) throw new Error(`${where}: labels.includeSelectors is not implemented`);
-    for (const o of objs) {
-      o.metadata = { ...o.metadata, labels: { ...o.metadata?.labels, ...l.pairs } };
-      if (l.includeTemplates) for (const t of podTemplates(o)) t.metadata = { ...t.metadata, labels: { ...t.metadata?.labels, ...l.pairs } };
-    }
-  }
-
-  for (const img of (k.images ?? []) as K8sObject[]) {
-    let used = false;
-    for (const o of objs)
-      for (const t of podTemplates(o))
-        for (const c of [...(t.spec?.containers ?? []), ...(t.spec?.initContainers ?? [])] as K8sObject[]) {
-          const m = /^([^:@]+(?::\d+\/[^:@]+)?)(?::([^@]+))?(@.+)?$/.exec(String(c.image));
-          if (!m || m[1] !== img.name) continue;
-          used = true;
-          c.image = `${img.newName ?? img.name}${img.digest ? '@' + img.digest : img.newTag ? ':' + img.newTag : m[2] ? ':' + m[2] : ''}`;
-        }
-    if (!used) throw new Error(`${where}: images entry ${img.name} matches no container`);
-  }
-
-  for (const r of (k.replicas ?? []) as K8sObject[]) {
-    const d = objs.find((o) => o.kind === 'Deployment' && o.metadata?.name === r.name);
-    if (!d) throw new Error(`${where}: replicas for unknown Deployment ${r.name}`);
-    d.spec.replicas = r.count;
-  }
+  const out = execFileSync('kubectl', ['kustomize', dir], { encoding: 'utf8', stdio: ['ignore', 'pipe', 'pipe'] });
+  const objs = parseAllDocuments(out)
+    .map((d) => d.toJS() as K8sObject)
+    .filter((o) => isPlainObject(o));
+  // kustomize wraps long base64 Secret data in a literal block (newlines every 70 characters);
+  // the API server's base64 decoding skips them, the schemas' "byte" format does not.
+  for (const o of objs) if (o.kind === 'Secret' && isPlainObject(o.data)) for (const k of Object.keys(o.data)) o.data[k] = String(o.data[k]).replace(/\s+/g, '');
   return objs;
 }
 
-function parseInlinePatch(text: string): K8sObject[] {
-  return parseAllDocuments(text).map((d) => d.toJS() as K8sObject);
-}
+/** Every kustomization under deploy/k8s: the overlays a user applies, and the bases they are built from. */
+const KUSTOMIZATIONS = readdirSync(K8S, { recursive: true })
+  .map(String)
+  .filter((f) => path.basename(f) === 'kustomization.yaml')
+  .map((f) => path.dirname(f))
+  .sort();
+const OVERLAYS = KUSTOMIZATIONS.filter((d) => d.startsWith('overlays/')).map((d) => d.slice('overlays/'.length));
 
 // ------------------------------------------------------------------------------------------
 // What the code says: services, their config schemas, their consumers, the launcher.
@@ -297,7 +202,8 @@ const builds: Record<string, K8sObject[]> = {};
 
 beforeAll(async () => {
   await loadConfigKeys();
-  for (const overlay of ['dev', 'production']) builds[overlay] = kustomize(path.join(K8S, 'overlays', overlay));
+  for (const k of KUSTOMIZATIONS) builds[k] = kustomize(path.join(K8S, k));
+  for (const overlay of OVERLAYS) builds[overlay] = builds[`overlays/${overlay}`]!;
 });
 
 describe('YAML under deploy/', () => {
@@ -314,13 +220,20 @@ describe('YAML under deploy/', () => {
   });
 });
 
-describe('kustomize-lite', () => {
-  it('merges named lists by name and replaces other lists', () => {
-    const base = { spec: { containers: [{ name: 'a', image: 'x', env: [{ name: 'A', value: '1' }] }], args: ['1', '2'] } };
-    const out = strategicMerge(base, { spec: { containers: [{ name: 'a', env: [{ name: 'B', value: '2' }] }], args: ['3'] } }) as K8sObject;
-    expect(out.spec.containers).toEqual([{ name: 'a', image: 'x', env: [{ name: 'A', value: '1' }, { name: 'B', value: '2' }] }]);
-    expect(out.spec.args).toEqual(['3']);
-    expect((strategicMerge({ a: 1, b: 2 }, { b: null }) as K8sObject).b).toBeUndefined();
+describe('kubectl kustomize', () => {
+  it('renders every kustomization under deploy/k8s, and every object validates against the Kubernetes (and KEDA) schemas', () => {
+    expect(KUSTOMIZATIONS).toEqual(expect.arrayContaining(['base', 'autoscaling', 'overlays/dev', 'overlays/production']));
+    expect(OVERLAYS).toEqual(expect.arrayContaining(['dev', 'production']));
+    for (const k of KUSTOMIZATIONS) {
+      expect(builds[k]!.length, k).toBeGreaterThan(0);
+      for (const o of builds[k]!) {
+        try {
+          validate(o);
+        } catch (err) {
+          throw new Error(`${k}: ${o.kind}/${o.metadata?.name}: ${String(err)}`);
+        }
+      }
+    }
   });
 
   it('the schemas catch a broken object (so a pass below means something)', () => {
@@ -334,7 +247,7 @@ describe('kustomize-lite', () => {
   });
 });
 
-describe.each(['dev', 'production'])('overlays/%s', (overlay) => {
+describe.each(OVERLAYS)('overlays/%s', (overlay) => {
   const objs = () => builds[overlay]!;
   const namespace = overlay === 'dev' ? 'memstream-dev' : 'memstream';
 
