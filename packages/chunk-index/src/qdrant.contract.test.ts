@@ -1,12 +1,16 @@
 import { randomBytes } from 'node:crypto';
-import { describe, it } from 'vitest';
+import { afterAll, describe, it } from 'vitest';
+import { qdrantServer } from '@memstream/testing';
 import { describeChunkIndexContract } from './contract.js';
 import { QdrantChunkIndex } from './qdrant.js';
 
-const url = process.env.QDRANT_URL;
+// QDRANT_URL, else a Qdrant container when Docker is reachable, else skipped with the reason.
+const server = await qdrantServer();
 
-if (url) {
-  const apiKey = process.env.QDRANT_API_KEY;
+if ('url' in server) {
+  const { url } = server;
+  afterAll(() => server.stop(), 60_000);
+  const apiKey = server.from === 'environment' ? process.env.QDRANT_API_KEY : undefined;
   describeChunkIndexContract('QdrantChunkIndex', async () => {
     // A unique prefix per test: collections of concurrent or earlier runs never interfere.
     const collection = `ci_${randomBytes(6).toString('hex')}`;
@@ -21,8 +25,8 @@ if (url) {
     };
   });
 } else {
-  console.log('[chunk-index] Qdrant contract suite skipped: QDRANT_URL is not set (no Qdrant server can run on this machine)');
+  console.log(`[chunk-index] Qdrant contract suite skipped: ${server.skip}`);
   describe.skip('ChunkIndex contract: QdrantChunkIndex', () => {
-    it('runs against the Qdrant server at QDRANT_URL', () => {});
+    it('runs against QDRANT_URL or a Qdrant container', () => {});
   });
 }

@@ -1,13 +1,17 @@
 import { randomBytes } from 'node:crypto';
-import { describe, it } from 'vitest';
+import { afterAll, describe, it } from 'vitest';
 import { MongoClient } from 'mongodb';
+import { mongoServer } from '@memstream/testing';
 import { describeDocumentViewsContract } from './contract.js';
 import { MongoDocumentViews } from './mongo.js';
 import type { DocumentViews } from './port.js';
 
-const url = process.env.MONGODB_URL;
+// MONGODB_URL, else a MongoDB container when Docker is reachable, else skipped with the reason.
+const server = await mongoServer();
 
-if (url) {
+if ('url' in server) {
+  const { url } = server;
+  afterAll(() => server.stop(), 60_000);
   const run = `memstream_views_test_${process.pid}_${randomBytes(4).toString('hex')}`;
   let n = 0;
   describeDocumentViewsContract('MongoDocumentViews', async () => {
@@ -34,8 +38,8 @@ if (url) {
     };
   });
 } else {
-  console.log('[views] MongoDB contract suite skipped: MONGODB_URL is not set (no MongoDB server can run on this machine)');
+  console.log(`[views] MongoDB contract suite skipped: ${server.skip}`);
   describe.skip('DocumentViews contract: MongoDocumentViews', () => {
-    it('needs MONGODB_URL', () => {});
+    it('needs MONGODB_URL or a Docker engine', () => {});
   });
 }
