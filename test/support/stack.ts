@@ -35,7 +35,7 @@ export async function startTestStack(opts: { services?: readonly ServiceName[]; 
     MEMSTREAM_API_KEY: apiKey,
     MEMSTREAM_PORT: '0',
     LOG_LEVEL: process.env.MEMSTREAM_TEST_LOG_LEVEL ?? 'info',
-    // A crashed worker's messages come back after this long instead of the production minute.
+    // A crashed worker's messages come back after this long (production: 5 s, DEFAULT_POLICIES).
     MEMSTREAM_ACK_WAIT_MS: '4000',
     ...opts.env,
   };
