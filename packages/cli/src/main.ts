@@ -105,7 +105,8 @@ async function up(config: Config): Promise<void> {
     MEMSTREAM_HOST: config.MEMSTREAM_HOST,
     LOG_LEVEL: config.LOG_LEVEL,
     MEMSTREAM_LOG_PRETTY: '0',
-    MEMSTREAM_EXIT_WITH_PARENT: '1',
+    // Each service stops when this launcher's pid is no longer its parent (packages/kit lifecycle.ts).
+    MEMSTREAM_EXIT_WITH_PARENT: String(process.pid),
   };
   const onLog = logSink();
   const procs = new Map<ServiceName, ServiceProcess>();

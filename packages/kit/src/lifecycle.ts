@@ -46,12 +46,25 @@ export function onShutdown(log: Logger, steps: Array<[string, () => Promise<unkn
   process.on('SIGTERM', () => void stop('SIGTERM'));
   // Under the launcher, services run in their own process group; if the launcher itself dies
   // without stopping them (kill -9), they stop on their own rather than linger as orphans.
-  if (process.env.MEMSTREAM_EXIT_WITH_PARENT === '1') {
-    const parent = process.ppid;
-    setInterval(() => {
-      if (process.ppid !== parent) void stop('parent exited', Math.min(graceMs, ORPHAN_GRACE_MS));
-    }, 1_000).unref();
-  }
+  // The launcher passes its own pid: a launcher that died while this process was still starting
+  // is noticed too (process.ppid read now would already be the adoptive parent). '1' (older
+  // launchers) means whoever the parent is now.
+  const parent = Number(process.env.MEMSTREAM_EXIT_WITH_PARENT ?? 0);
+  if (parent > 0) whenParentDies(() => void stop('parent exited', Math.min(graceMs, ORPHAN_GRACE_MS)), parent === 1 ? process.ppid : parent);
+}
+
+/**
+ * Call `then` once the process `parent` (default: the current parent) is no longer this
+ * process's parent — it died and this one was adopted. Checked every second. For processes that
+ * must not outlive whoever started them; pass the starter's pid when it may die before this runs.
+ */
+export function whenParentDies(then: () => void, parent = process.ppid): void {
+  const t = setInterval(() => {
+    if (process.ppid === parent) return;
+    clearInterval(t);
+    then();
+  }, 1_000);
+  t.unref();
 }
 
 /** Log and exit on a failure during start-up, so a broken service never half-runs. */

@@ -61,7 +61,7 @@ export async function extractIsolated(file: SourceFile, kind: Kind, ctx: Extract
   const args = JSON.stringify({ file, kind, limits, workDir: ctx.workDir });
   const child = spawn(process.execPath, [`--max-old-space-size=${heapMb}`, '--import', 'tsx', CHILD, args], {
     stdio: ['ignore', 'ignore', 'pipe'],
-    env: { ...process.env, MEMSTREAM_LOG_PRETTY: '0' },
+    env: { ...process.env, MEMSTREAM_LOG_PRETTY: '0', MEMSTREAM_SANDBOX_PARENT: String(process.pid) },
     // Its own process group, so a kill takes the tools it started (pdftotext, ffmpeg, pocketsphinx) with it.
     detached: true,
   });
