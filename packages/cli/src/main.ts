@@ -1,5 +1,4 @@
 import path from 'node:path';
-import { parseArgs } from 'node:util';
 import { existsSync, mkdirSync, readFileSync, renameSync, rmSync, writeFileSync } from 'node:fs';
 import { randomBytes } from 'node:crypto';
 import { pino } from 'pino';
@@ -304,9 +303,14 @@ async function replay(config: Config, args: string[]): Promise<number> {
   });
 }
 
+const MCP_USAGE = `usage: ./memstream mcp [--url URL] [--key KEY]
+
+Bridges an MCP client on stdin/stdout to a running memstream's /mcp (docs/mcp.md). --url and
+--key default to MEMSTREAM_URL / MEMSTREAM_API_KEY, else the memstream up on this data dir.`;
+
 /** `./memstream mcp`: stdout carries MCP messages only, so every word for a human goes to stderr. */
 async function mcpCommand(config: Config, argv: string[]): Promise<number> {
-  const { values } = parseArgs({ args: argv, options: { url: { type: 'string' }, key: { type: 'string' } } });
+  const { values } = commandArgs('mcp', MCP_USAGE, { args: argv, options: { url: { type: 'string' }, key: { type: 'string' } } });
   const target = apiTarget(config, dataDir(config), values);
   const { runStdioBridge } = await import('@memstream/mcp');
   await runStdioBridge({ ...target, log: (line) => process.stderr.write(`memstream mcp: ${line}\n`) });
