@@ -50,8 +50,19 @@ export async function startTestStack(opts: { services?: readonly ServiceName[]; 
     return p;
   };
   const wanted = opts.services ?? SERVICES;
-  await Promise.all(wanted.filter((s) => s !== 'gateway').map((s) => start(s)));
-  if (wanted.includes('gateway')) await start('gateway');
+  try {
+    const started = await Promise.allSettled(wanted.filter((s) => s !== 'gateway').map((s) => start(s)));
+    const failed = started.find((r) => r.status === 'rejected');
+    if (failed) throw failed.reason;
+    if (wanted.includes('gateway')) await start('gateway');
+  } catch (err) {
+    // The caller gets no stack to tear down: without this, the services that did start and the
+    // broker ran on after the test (a service slow to start on a loaded machine left them behind).
+    await Promise.all([...procs.values()].map((p) => stopProcess(p.child, 'SIGTERM', 10_000)));
+    await nats.stop();
+    if (!process.env.MEMSTREAM_KEEP_TEST_DATA) rmSync(dataDir, { recursive: true, force: true });
+    throw err;
+  }
   return {
     nats,
     dataDir,
