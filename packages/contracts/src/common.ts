@@ -54,6 +54,25 @@ export const ContainerTag = z
 /** Flat metadata: string, number or boolean values, or arrays of strings. No nesting. */
 export const MetadataValue = z.union([z.string(), z.number().finite(), z.boolean(), z.array(z.string())]);
 export const Metadata = z.record(z.string().min(1).max(256), MetadataValue);
+
+/**
+ * What one request may send as metadata (docs/limits.md): metadata travels with the document
+ * into every list and search answer, so one tenant's megabytes would become every reader's.
+ * Only requests are checked: documents already in the log keep validating with `Metadata`.
+ */
+export const METADATA_LIMITS = { keys: 50, valueChars: 2_048, arrayItems: 100, totalBytes: 16 * 1024 } as const;
+const limitedValue = z.union([
+  z.string().max(METADATA_LIMITS.valueChars, `a metadata value may be at most ${METADATA_LIMITS.valueChars} characters`),
+  z.number().finite(),
+  z.boolean(),
+  z
+    .array(z.string().max(METADATA_LIMITS.valueChars, `a metadata value may be at most ${METADATA_LIMITS.valueChars} characters`))
+    .max(METADATA_LIMITS.arrayItems, `a metadata array may hold at most ${METADATA_LIMITS.arrayItems} strings`),
+]);
+export const MetadataInput = z
+  .record(z.string().min(1).max(256), limitedValue)
+  .refine((m) => Object.keys(m).length <= METADATA_LIMITS.keys, `metadata may have at most ${METADATA_LIMITS.keys} keys`)
+  .refine((m) => Buffer.byteLength(JSON.stringify(m)) <= METADATA_LIMITS.totalBytes, `metadata may be at most ${METADATA_LIMITS.totalBytes} bytes of JSON in all`);
 export type Metadata = z.infer<typeof Metadata>;
 
 export const EntityContext = z.string().max(1500, 'entityContext must be at most 1500 characters');

@@ -1,12 +1,14 @@
 import { z } from 'zod';
-import { ContainerTag, CustomId, DocumentStatus, DocumentType, EntityContext, FailureClass, FileType, Metadata, Stage } from './common.js';
+import { ContainerTag, CustomId, DocumentStatus, DocumentType, EntityContext, FailureClass, FileType, METADATA_LIMITS, Metadata, MetadataInput, Stage } from './common.js';
 import { Filters } from './filters.js';
 
 /** Every 4xx/5xx body. `details` names the field and what is wrong with it. */
 export const ErrorBody = z.object({ error: z.string(), details: z.string().optional() });
 export type ErrorBody = z.infer<typeof ErrorBody>;
 
-export const FilterByMetadata = z.record(z.string().min(1), z.union([z.string(), z.number().finite(), z.boolean(), z.array(z.string())]));
+export const FilterByMetadata = z
+  .record(z.string().min(1).max(256), z.union([z.string(), z.number().finite(), z.boolean(), z.array(z.string())]))
+  .refine((m) => Buffer.byteLength(JSON.stringify(m)) <= METADATA_LIMITS.totalBytes, `filterByMetadata may be at most ${METADATA_LIMITS.totalBytes} bytes of JSON`);
 
 /** POST /v3/documents — the official SDK's DocumentAddParams. */
 export const AddDocumentRequest = z.object({
@@ -15,7 +17,7 @@ export const AddDocumentRequest = z.object({
   containerTag: ContainerTag.optional(),
   /** Deprecated in favour of containerTag, still accepted. */
   containerTags: z.array(ContainerTag).max(100).optional(),
-  metadata: Metadata.optional(),
+  metadata: MetadataInput.optional(),
   filterByMetadata: FilterByMetadata.optional(),
   entityContext: EntityContext.optional(),
   filepath: z.string().max(1024).optional(),
@@ -75,7 +77,7 @@ const boolish = z.union([z.boolean(), z.enum(['true', 'false']).transform((v) =>
 export const UpdateDocumentRequest = z
   .object({
     content: z.string().min(1, 'content must not be empty').optional(),
-    metadata: Metadata.optional(),
+    metadata: MetadataInput.optional(),
     containerTag: ContainerTag.optional(),
     containerTags: z.array(ContainerTag).max(100).optional(),
     customId: CustomId.optional(),
@@ -144,7 +146,7 @@ export const BatchItem = z.union([
     customId: CustomId.optional(),
     containerTag: ContainerTag.optional(),
     containerTags: z.array(ContainerTag).max(100).optional(),
-    metadata: Metadata.optional(),
+    metadata: MetadataInput.optional(),
     filepath: z.string().max(1024).optional(),
     taskType: TaskType.optional(),
     entityContext: EntityContext.optional(),
@@ -159,7 +161,7 @@ export const BatchAddRequest = z.object({
   documents: z.array(z.unknown(), { error: 'documents must be an array' }).min(1, 'documents must not be empty').max(BATCH_MAX, `at most ${BATCH_MAX} documents per batch`),
   containerTag: ContainerTag.optional(),
   containerTags: z.array(ContainerTag).max(100).optional(),
-  metadata: Metadata.optional(),
+  metadata: MetadataInput.optional(),
   filepath: z.string().max(1024).optional(),
   taskType: TaskType.optional(),
   content: z.null().optional(),
@@ -234,7 +236,7 @@ export const UploadFileFields = z
       .optional(),
     fileType: FileType.optional(),
     mimeType: z.string().regex(/^[\w.+-]+\/[\w.+-]+$/, 'mimeType must be an exact MIME type such as image/png').optional(),
-    metadata: jsonField('metadata', Metadata).optional(),
+    metadata: jsonField('metadata', MetadataInput).optional(),
     filterByMetadata: jsonField('filterByMetadata', FilterByMetadata).optional(),
     filepath: z.string().max(1024).optional(),
     useAdvancedProcessing: z.string().optional(),

@@ -3,6 +3,7 @@ import type { Logger } from '@memstream/kit';
 import { httpTelemetry, metricsHandler } from '@memstream/telemetry';
 import { authenticate, keyRoutes, scopeOf, type AuthOptions } from './http/auth.js';
 import { errorMiddleware, notFound } from './http/errors.js';
+import { answerSizeCap, DEFAULT_MAX_ANSWER_BYTES } from './http/limits.js';
 import { openApiDocument } from './http/openapi.js';
 import {
   addDocument,
@@ -31,6 +32,8 @@ export interface AppOptions {
   apiKey: string;
   log: Logger;
   jsonLimit?: string;
+  /** The cap on one JSON answer (http/limits.ts). */
+  maxAnswerBytes?: number;
   /** Broker and stores reachable? For /readyz. */
   ready?: () => Promise<void>;
   /** POST /v3/documents/file; absent in tests that do not need uploads. */
@@ -60,6 +63,7 @@ export function createApp(opts: AppOptions): Express {
   // First: every request is measured, and traced in a server span (continued from its
   // traceparent) whose context the handlers publish with (res.locals.traceparent, x-trace-id).
   app.use(httpTelemetry());
+  app.use(answerSizeCap(opts.maxAnswerBytes ?? DEFAULT_MAX_ANSWER_BYTES));
   // Prometheus; open unless MEMSTREAM_METRICS_TOKEN is set (docs/observability.md).
   app.get('/metrics', metricsHandler());
 

@@ -15,6 +15,8 @@ export const Config = z.object({
   QDRANT_API_KEY: z.string().optional(),
   /** Largest JSON body accepted. */
   MEMSTREAM_JSON_LIMIT: z.string().default('10mb'),
+  /** Largest JSON answer; past it a request gets a 400 telling it to ask for less (docs/limits.md). */
+  MEMSTREAM_MAX_ANSWER_BYTES: z.coerce.number().int().min(1024).default(32 * 1024 * 1024),
   /** Accept webhook receivers on loopback and private addresses (the notifier reads the same variable). */
   MEMSTREAM_WEBHOOK_ALLOW_PRIVATE: z.enum(['true', 'false', '1', '0', '']).default('false').transform((v) => v === 'true' || v === '1'),
   /**

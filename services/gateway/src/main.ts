@@ -68,6 +68,7 @@ try {
     apiKey: config.MEMSTREAM_API_KEY,
     log,
     jsonLimit: config.MEMSTREAM_JSON_LIMIT,
+    maxAnswerBytes: config.MEMSTREAM_MAX_ANSWER_BYTES,
     uploadFile: createUploadHandler({ ports, blobs, log }),
     // Object.assign, not a spread: searchPorts' index and embedder are getters that follow the active model.
     search: Object.assign(active.searchPorts(views), { reranker: rerankerFrom(config) }),
