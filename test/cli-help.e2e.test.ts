@@ -17,6 +17,7 @@ describe('every command: --help is its usage, an unknown flag one line', () => {
     ['packages/cli/src/main.ts', ['up'], 'memstream up'],
     ['packages/cli/src/main.ts', ['replay', 'redrive'], 'memstream replay redrive'],
     ['bench/ingest.ts', [], 'memstream bench'],
+    ['bench/conversations.ts', [], 'memstream bench conversations'],
   ] as const)('%s %s', async (file, cmd, name) => {
     const [help, bad] = await Promise.all([run(file, [...cmd, '--help']), run(file, [...cmd, '--no-such-flag'])]);
     expect(help.code).toBe(0);

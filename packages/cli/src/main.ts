@@ -38,7 +38,7 @@ const USAGE = `memstream — a self-hostable content memory service
   ./memstream mcp [--url URL] [--key KEY]
                                        an MCP server on stdio for desktop clients, bridged to a running
                                        memstream's /mcp (docs/mcp.md)
-  ./memstream bench [ingest|search|retrieval|scaling|extract-pdf] [flags]
+  ./memstream bench [ingest|search|retrieval|scaling|extract-pdf|conversations] [flags]
                                        benchmarks, each on a private stack or data (README: Benchmarks)
 
 Configuration (environment): MEMSTREAM_PORT (8787), MEMSTREAM_HOST (127.0.0.1), MEMSTREAM_API_KEY,
