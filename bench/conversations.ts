@@ -3,7 +3,7 @@
  * memstream, then questions about what the user said, answered from the context each retrieval
  * returns within a token budget.
  *
- *   ./memstream bench conversations [--people 6] [--sessions 6] [--seed 7] [--json]
+ *   ./memstream bench conversations [--people 6] [--sessions 6] [--seed 7] [--json] [--verbose]
  *
  * The generator is seeded and machine-checked: each person (one container tag) has attributes
  * that change across sessions (home, employer, role, diet) and episodes (a trip, a hobby), said
@@ -30,6 +30,7 @@ const { values } = commandArgs('bench conversations', USAGE, {
     sessions: { type: 'string', default: '6' },
     seed: { type: 'string', default: '7' },
     json: { type: 'boolean', default: false },
+    /** Print each question a memory mode missed at 500 tokens, with the top of what it returned. */
     verbose: { type: 'boolean', default: false },
   },
 });
@@ -241,6 +242,12 @@ async function main(): Promise<void> {
         BUDGETS.forEach((b, i) => {
           const ok = within(texts, b).toLowerCase().includes(q.answer.toLowerCase());
           if (ok) hits[mode][i]!++;
+          else if (i === 0 && values.verbose && mode === 'memories') {
+            process.stderr.write(`miss ${mode}: ${q.q} → ${q.answer}; got: ${texts.slice(0, 3).join(' | ')}\n`);
+            void call('POST', '/v4/memories/list', { containerTags: [person.tag], limit: 200 }).then((l: { memoryEntries: Array<{ memory: string; isLatest: boolean; isForgotten: boolean }> }) =>
+              process.stderr.write(`  memories naming it: ${JSON.stringify(l.memoryEntries.filter((e) => e.memory.includes(q.answer)).map((e) => [e.memory, e.isLatest, e.isForgotten]))}\n`),
+            );
+          }
           if (i === 0) {
             const k = `${mode}/${q.kind}`;
             const tally = (byKind[k] ??= { recalled: 0, of: 0 });

@@ -44,6 +44,12 @@ describe('offline extraction and resolution', () => {
     expect(ms.find((m) => m.memory.includes('Lisbon'))).toMatchObject({ isLatest: false });
   });
 
+  it('an attribute stated with a date is lasting: "I joined Bosch this week" does not expire', async () => {
+    const ms = await story([{ id: 'd1', text: 'I joined Bosch this week. I have a dentist appointment tomorrow at noon with Dr. Weber.', date: '2026-03-02T09:00:00.000Z' }]);
+    expect(ms.find((m) => m.memory === 'The user works at Bosch.')).toMatchObject({ forgetAfter: null });
+    expect(ms.find((m) => m.memory.includes('dentist'))!.forgetAfter).toMatch(/^2026-03-04/);
+  });
+
   it('the same fact again strengthens rather than duplicates', async () => {
     const ms = await story([
       { id: 'd1', text: 'I work at Siemens.', date: '2026-01-01T00:00:00.000Z' },

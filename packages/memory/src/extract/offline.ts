@@ -16,7 +16,7 @@ import type { ExtractionInput, ExtractionResult, MemoryExtractor } from './port.
  *   first-person words replaced by the subject ("I" → "Priya Raman"), not static;
  * - dates are parsed with chrono-node against the document date (event dates); a sentence about
  *   a future date that is plainly temporary (an exam, an appointment, "tomorrow") expires a day
- *   after it (`forgetAfter`).
+ *   after it (`forgetAfter`); an attribute never expires.
  * It does not: understand paraphrase, resolve third-person pronouns, merge facts across
  * sentences, or decide that two differently worded statements contradict each other.
  */
@@ -87,13 +87,14 @@ function fromSentence(sentence: string, subject: string, subjectKey: string, ref
       const m = rule.re.exec(rest);
       if (!m || !m[1]) continue;
       const value = m[1].trim();
-      out.push({ ...base, memory: rule.render(subject, value), isStatic: rule.static, attribute: { subject: subjectKey, key: rule.key, value }, action: 'remember' });
+      // An attribute is a lasting trait: "I joined Bosch this week" does not expire with the week.
+      out.push({ ...base, memory: rule.render(subject, value), isStatic: rule.static, attribute: { subject: subjectKey, key: rule.key, value }, action: 'remember', forgetAfter: null });
       rest = rest.replace(m[0], ' ');
     }
     const fam = FAMILY_RULE.exec(rest);
     if (fam) {
       const rel = fam[1]!.toLowerCase();
-      out.push({ ...base, memory: `${subject}'s ${rel} is ${fam[2]}.`, isStatic: true, attribute: { subject: subjectKey, key: `family:${rel}`, value: fam[2]! }, action: 'remember' });
+      out.push({ ...base, memory: `${subject}'s ${rel} is ${fam[2]}.`, isStatic: true, attribute: { subject: subjectKey, key: `family:${rel}`, value: fam[2]! }, action: 'remember', forgetAfter: null });
       rest = rest.replace(fam[0], ' ');
     }
   }
@@ -120,7 +121,7 @@ function eventDates(sentence: string, reference: Date): string[] {
   }
 }
 
-const TEMPORARY = /\b(tomorrow|tonight|this (?:afternoon|evening|weekend|week)|next (?:week|monday|tuesday|wednesday|thursday|friday|saturday|sunday)|exam|appointment|meeting|interview|flight|deadline|dentist|doctor's)\b/i;
+const TEMPORARY = /\b(tomorrow|tonight|this (?:afternoon|evening|weekend)|next (?:week|monday|tuesday|wednesday|thursday|friday|saturday|sunday)|exam|appointment|meeting|interview|flight|deadline|dentist|doctor's)\b/i;
 
 /** A plainly temporary fact about a future date expires the day after it. */
 function forgetAfterOf(sentence: string, reference: Date): string | null {
@@ -158,7 +159,6 @@ export function resolveFirstPerson(sentence: string, subject: string): string {
     .replace(/\bI (\w+)/g, (_m, v: string) => `${subject} ${thirdPerson(v)}`)
     .replace(/\bI\b/g, subject)
     .replace(/\b[Mm]y\b/g, `${subject}'s`)
-    .replace(/\b[Mm]ine\b/g, `${subject}'s`)
     .replace(/\b[Mm]yself\b/g, subject)
     .replace(/\bme\b/g, subject);
 }
