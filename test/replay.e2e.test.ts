@@ -231,7 +231,7 @@ describe('replay: index rebuild, re-drive, model switch', () => {
     expect((await view(later)).status).toBe('done');
     const emb = await lastEvent(bus, later, 'embedded');
     expect(emb?.event.type === 'document.embedded.v1' && emb.event.data.model).toBe('hashed-ngram-v1-256');
-    const s2 = await client.call('POST', '/v4/search', { q: 'volcano magma ash' });
+    const s2 = await client.call('POST', '/v4/search', { q: 'volcano magma ash', searchMode: 'documents' });
     expect(s2.body.results[0].documents[0].id).toBe(later);
 
     // The new index holds the new model's vectors only; the old one keeps the old model's, unmixed.
