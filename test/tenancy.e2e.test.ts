@@ -188,4 +188,30 @@ describe('deletion by selector, over the log', () => {
     expect(without.status).toBe(200);
     expect(without.body.memories[0].content).toBeUndefined();
   }, 60_000);
+
+  it("revoking a key closes its open GET /v3/events stream", async () => {
+    const created = await http.call('POST', '/v3/auth/scoped-key', { containerTag: 'sse-revoke', rateLimitMax: 10_000 });
+    const ac = new AbortController();
+    const res = await fetch(`${stack.baseUrl}/v3/events`, { headers: { authorization: `Bearer ${created.body.key}` }, signal: ac.signal });
+    expect(res.status).toBe(200);
+    const reader = res.body!.getReader();
+    const decoder = new TextDecoder();
+    let text = '';
+    const ended = (async () => {
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) return performance.now();
+        text += decoder.decode(value);
+      }
+    })();
+    await waitFor('the stream to say connected', async () => (text.includes('connected') ? true : undefined), 5_000);
+    const revokedAt = performance.now();
+    expect((await http.call('DELETE', `/v3/auth/scoped-key/${created.body.id}`)).status).toBe(200);
+    const timer = setTimeout(() => ac.abort(), 10_000);
+    const endedAt = await ended.catch(() => Infinity);
+    clearTimeout(timer);
+    console.log(`[revocation] stream closed ${(endedAt - revokedAt).toFixed(0)} ms after the revoke`);
+    expect(endedAt - revokedAt).toBeLessThan(5_000);
+    expect(text).toMatch(/API key revoked or expired/);
+  }, 30_000);
 });

@@ -22,6 +22,7 @@ import { documentTimeline } from './handlers/timeline.js';
 import { searchDocuments, searchMemories, type SearchPorts } from './handlers/search.js';
 import { webhookRoutes, type WebhookRouteOptions } from './http/webhooks.js';
 import { containerTagRoutes } from './http/container-tags.js';
+import { isExpired } from './handlers/keys.js';
 import { memoryRoutes } from './http/memories.js';
 import { dreamingOf, type MemoryPorts } from './handlers/memories.js';
 import { mcpRoutes } from './http/mcp.js';
@@ -154,7 +155,17 @@ export function createApp(opts: AppOptions): Express {
   }
 
   if (opts.memories) app.use(memoryRoutes({ memories: opts.memories, documents: ports, log }));
-  if (opts.webhooks) app.use(webhookRoutes({ ...opts.webhooks, log }));
+  if (opts.webhooks) {
+    const keys = opts.auth?.keys;
+    // A stream outlives the request that authenticated it: revocation and expiry must end it too.
+    const keyValid = keys
+      ? async (keyId: string) => {
+          const k = await keys.store.find(keyId);
+          return k !== null && k.revokedAt === null && !isExpired(k, keys.now());
+        }
+      : undefined;
+    app.use(webhookRoutes({ ...opts.webhooks, log, ...(keyValid ? { keyValid } : {}) }));
+  }
 
   app.use(notFound);
   app.use(errorMiddleware(log));

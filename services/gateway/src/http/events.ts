@@ -30,6 +30,12 @@ export interface EventsOptions {
   log: Logger;
   /** Comment lines that keep proxies from closing an idle stream. */
   heartbeatMs?: number;
+  /**
+   * Is the caller's key still good (not revoked, not expired)? Asked every `revalidateMs` while a
+   * scoped key's stream is open, so revocation and expiry end the stream, not only new requests.
+   */
+  keyValid?: (keyId: string) => Promise<boolean>;
+  revalidateMs?: number;
 }
 
 function listParam(v: unknown): string[] {
@@ -88,6 +94,21 @@ export function eventsHandler(opts: EventsOptions): RequestHandler {
     };
     const unregister = opts.streams.add(end);
     const heartbeat = setInterval(() => res.write(': ping\n\n'), heartbeatMs);
+    const caller = principalOf(res);
+    if (caller.kind === 'scoped' && opts.keyValid) {
+      const keyValid = opts.keyValid;
+      const recheck = setInterval(() => {
+        keyValid(caller.keyId)
+          .then((ok) => {
+            if (ok || ended) return;
+            opts.log.info({ keyId: caller.keyId }, 'event stream of a revoked or expired key: closed');
+            res.write(`event: error\ndata: ${JSON.stringify({ error: 'API key revoked or expired' })}\n\n`);
+            end();
+          })
+          .catch(() => undefined);
+      }, opts.revalidateMs ?? 1_000);
+      res.on('close', () => clearInterval(recheck));
+    }
     res.on('close', end);
     res.writeHead(200, {
       'content-type': 'text/event-stream; charset=utf-8',

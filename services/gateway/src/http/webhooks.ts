@@ -13,6 +13,8 @@ export interface WebhookRouteOptions {
   streams: EventStreams;
   log: Logger;
   heartbeatMs?: number;
+  /** See EventsOptions.keyValid: revoked and expired keys' streams are closed. */
+  keyValid?: (keyId: string) => Promise<boolean>;
 }
 
 /** /v3/webhooks (registrations and their deliveries) and /v3/events (SSE). Mounted after auth and the JSON parser. */
@@ -38,7 +40,16 @@ export function webhookRoutes(opts: WebhookRouteOptions): Router {
     log.info({ webhookId: req.params.id }, 'webhook deleted');
     res.status(204).end();
   });
-  r.get('/v3/events', eventsHandler({ source: opts.events, streams: opts.streams, log, ...(opts.heartbeatMs ? { heartbeatMs: opts.heartbeatMs } : {}) }));
+  r.get(
+    '/v3/events',
+    eventsHandler({
+      source: opts.events,
+      streams: opts.streams,
+      log,
+      ...(opts.heartbeatMs ? { heartbeatMs: opts.heartbeatMs } : {}),
+      ...(opts.keyValid ? { keyValid: opts.keyValid } : {}),
+    }),
+  );
   return r;
 }
 
