@@ -60,6 +60,53 @@ export const webhookDeliveryDuration = new Histogram({
   registers: [registry],
 });
 
+export const memoryChanges = new Counter({
+  name: 'memstream_memories_total',
+  help: 'Memories the memorizer made from documents, by container tag and change (created, updated: a new version, forgotten).',
+  labelNames: ['tag', 'change'] as const,
+  registers: [registry],
+});
+
+export const memoryExtractionSeconds = new Counter({
+  name: 'memstream_memory_extraction_seconds_total',
+  help: 'Time the memory extractor spent, by container tag (divide by memstream_memory_extractions_total for the mean).',
+  labelNames: ['tag'] as const,
+  registers: [registry],
+});
+
+export const memoryExtractions = new Counter({
+  name: 'memstream_memory_extractions_total',
+  help: 'Documents the memory extractor read, by container tag.',
+  labelNames: ['tag'] as const,
+  registers: [registry],
+});
+
+export const memoryExtractionTokens = new Counter({
+  name: 'memstream_memory_extraction_tokens_total',
+  help: 'Tokens a model-backed memory extractor used, by container tag (0 for the offline extractor).',
+  labelNames: ['tag'] as const,
+  registers: [registry],
+});
+
+export const memoryExtractionDuration = new Histogram({
+  name: 'memstream_memory_extraction_duration_seconds',
+  help: 'Time of one extraction (one document, one container tag).',
+  buckets: SECONDS,
+  registers: [registry],
+});
+
+/** What one memorizer commit did, for the memory metrics. */
+export function recordMemorized(s: { containerTag: string; created: number; updated: number; forgotten: number; tokens: number; ms: number }): void {
+  const tag = s.containerTag;
+  if (s.created) memoryChanges.inc({ tag, change: 'created' }, s.created);
+  if (s.updated) memoryChanges.inc({ tag, change: 'updated' }, s.updated);
+  if (s.forgotten) memoryChanges.inc({ tag, change: 'forgotten' }, s.forgotten);
+  memoryExtractions.inc({ tag });
+  memoryExtractionSeconds.inc({ tag }, s.ms / 1000);
+  memoryExtractionTokens.inc({ tag }, s.tokens);
+  memoryExtractionDuration.observe(s.ms / 1000);
+}
+
 /** One finished delivery attempt, for the two webhook metrics. */
 export function recordWebhookDelivery(result: 'delivered' | 'retrying' | 'failed' | 'dropped' | 'error', ms: number): void {
   webhookDeliveries.inc({ result });

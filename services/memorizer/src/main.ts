@@ -1,5 +1,5 @@
 // First: the OpenTelemetry SDK starts before any application module is loaded.
-import '@memstream/telemetry';
+import { recordMemorized } from '@memstream/telemetry';
 import path from 'node:path';
 import { mkdirSync } from 'node:fs';
 import { kvRateLimiter, startWorker } from '@memstream/bus';
@@ -27,7 +27,7 @@ await startWorker({
     const embedder = await loadEmbedder(embedderConfigFrom(config), { rateLimiter: limit ? await kvRateLimiter(bus, limit) : undefined });
     const store = SqliteMemoryStore.open(path.join(config.MEMSTREAM_DATA_DIR, 'memories.sqlite'), embedder);
     const memoryLog = new MemoryLog(bus, store);
-    const ports = { log: memoryLog, extractor: new OfflineExtractor(), document: documentFromLog(bus), now: () => new Date() };
+    const ports = { log: memoryLog, extractor: new OfflineExtractor(), document: documentFromLog(bus), now: () => new Date(), onCommitted: recordMemorized };
     return {
       handle: createMemorizeHandler(ports),
       more: [{ consumer: 'memorizerDeleted' as const, handle: createForgetHandler(ports) }],
