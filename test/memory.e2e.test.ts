@@ -42,6 +42,10 @@ describe('memories through the official SDK', () => {
     expect(hits.some((h) => h.memory?.includes('Lisbon'))).toBe(false);
     expect(hits[0]!.context?.parents).toEqual([expect.objectContaining({ memory: 'Priya Raman lives in Lisbon.', relation: 'updates', version: -1 })]);
 
+    // The memorizer counts what it did, per tag.
+    const metrics = await (await fetch(`${stack.procs.get('memorizer')!.opsUrl}/metrics`)).text();
+    expect(metrics).toMatch(new RegExp(`memstream_memories_total\\{[^}]*tag="${tag}"[^}]*change="updated"[^}]*\\} 1`));
+
     const { profile } = await client.profile({ containerTag: tag });
     expect(profile.static).toContain('Priya Raman lives in Berlin.');
     expect(profile.static.join(' ')).not.toContain('Lisbon');
