@@ -48,7 +48,8 @@ function withoutSecret(hook: Webhook): WebhookResponse {
 export async function createWebhook(ports: WebhookPorts, caller: Caller, body: unknown): Promise<Webhook> {
   const req = CreateWebhookRequest.parse(body ?? {});
   const url = new URL(req.url);
-  const host = url.hostname.replace(/^\[|\]$/g, '');
+  // A trailing dot names the same host ('localhost.' is localhost): stripped before any check.
+  const host = url.hostname.replace(/^\[|\]$/g, '').replace(/\.+$/, '');
   if (!ports.allowPrivate) {
     // Names are checked when a delivery resolves them; literal addresses and localhost can be refused now.
     const reason = host === 'localhost' || host.endsWith('.localhost') ? 'loopback name' : isIP(host) ? isForbiddenAddress(host) : null;

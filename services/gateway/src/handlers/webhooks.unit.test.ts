@@ -55,7 +55,7 @@ describe('webhook registrations', () => {
     for (const body of [{ url: 'file:///etc/passwd' }, { url: 'https://x.example/', events: [] }, { url: 'https://x.example/', extra: 1 }, { url: 42 }]) {
       expect(await bad(body)).toBeInstanceOf(ZodError);
     }
-    for (const url of ['http://127.0.0.1:8080/', 'http://localhost/hook', 'http://[::1]/', 'http://169.254.169.254/', 'http://10.1.2.3/']) {
+    for (const url of ['http://127.0.0.1:8080/', 'http://localhost/hook', 'http://localhost./hook', 'http://a.localhost../hook', 'http://[::1]/', 'http://169.254.169.254/', 'http://10.1.2.3/']) {
       const e = await bad({ url });
       expect(e).toBeInstanceOf(ValidationError);
       expect((e as ValidationError).details).toMatch(/^url: .*MEMSTREAM_WEBHOOK_ALLOW_PRIVATE/);
