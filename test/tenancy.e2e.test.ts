@@ -214,4 +214,30 @@ describe('deletion by selector, over the log', () => {
     expect(endedAt - revokedAt).toBeLessThan(5_000);
     expect(text).toMatch(/API key revoked or expired/);
   }, 30_000);
+
+  it('a key may hold 10 event streams; the 11th is a 429, and closing one makes room', async () => {
+    const created = await http.call('POST', '/v3/auth/scoped-key', { containerTag: 'sse-cap', rateLimitMax: 10_000 });
+    const open = async () => {
+      const ac = new AbortController();
+      const res = await fetch(`${stack.baseUrl}/v3/events`, { headers: { authorization: `Bearer ${created.body.key}` }, signal: ac.signal });
+      return { res, ac };
+    };
+    const streams = [];
+    for (let i = 0; i < 10; i++) {
+      const s = await open();
+      expect(s.res.status).toBe(200);
+      streams.push(s);
+    }
+    const refused = await open();
+    expect(refused.res.status).toBe(429);
+    expect(await refused.res.json()).toMatchObject({ error: 'Too many event streams' });
+    streams[0]!.ac.abort();
+    const again = await waitFor('room for one more', async () => {
+      const s = await open();
+      if (s.res.status === 200) return s;
+      await s.res.body?.cancel();
+      return undefined;
+    }, 5_000, 100);
+    for (const s of [...streams.slice(1), again]) s.ac.abort();
+  }, 30_000);
 });

@@ -1,6 +1,6 @@
 import type { Request, RequestHandler } from 'express';
 import { ContainerTag, LifecycleTransition, type LifecycleEvent } from '@memstream/contracts';
-import { ValidationError, errorMessage, type Logger } from '@memstream/kit';
+import { AppError, ValidationError, errorMessage, type Logger } from '@memstream/kit';
 import { readTags, tagScope, type Principal } from '../handlers/scope.js';
 import { principalOf } from './auth.js';
 
@@ -12,9 +12,21 @@ export interface LifecycleSource {
 /** The open SSE responses, so shutdown can end them (server.close() waits for every open connection). */
 export class EventStreams {
   private readonly open = new Set<() => void>();
-  add(end: () => void): () => void {
+  private readonly perKey = new Map<string, number>();
+  /** Register a stream (of a scoped key, when `keyId` is given); returns its unregister. */
+  add(end: () => void, keyId?: string): () => void {
     this.open.add(end);
-    return () => this.open.delete(end);
+    if (keyId !== undefined) this.perKey.set(keyId, (this.perKey.get(keyId) ?? 0) + 1);
+    return () => {
+      if (!this.open.delete(end) || keyId === undefined) return;
+      const n = (this.perKey.get(keyId) ?? 1) - 1;
+      if (n > 0) this.perKey.set(keyId, n);
+      else this.perKey.delete(keyId);
+    };
+  }
+  /** Open streams of one scoped key on this replica. */
+  countFor(keyId: string): number {
+    return this.perKey.get(keyId) ?? 0;
   }
   get size(): number {
     return this.open.size;
@@ -36,7 +48,12 @@ export interface EventsOptions {
    */
   keyValid?: (keyId: string) => Promise<boolean>;
   revalidateMs?: number;
+  /** Open streams a scoped key may hold on one replica, and all callers together (each is a NATS consumer): past them, 429. */
+  maxPerKey?: number;
+  maxTotal?: number;
 }
+
+export const SSE_LIMITS = { perKey: 10, total: 1000 } as const;
 
 function listParam(v: unknown): string[] {
   const items = Array.isArray(v) ? v : v === undefined ? [] : [v];
@@ -81,6 +98,14 @@ export function eventsHandler(opts: EventsOptions): RequestHandler {
   return async (req, res) => {
     const filter = eventFilter(req.query as Record<string, unknown>, principalOf(res));
     const afterSeq = resumeFrom(req);
+    const who = principalOf(res);
+    const perKey = opts.maxPerKey ?? SSE_LIMITS.perKey;
+    if (who.kind === 'scoped' && opts.streams.countFor(who.keyId) >= perKey) {
+      throw new AppError('too_many_streams', 'Too many event streams', 429, `this API key already has ${perKey} open GET /v3/events streams; close one first (one stream with containerTags=a,b can follow several tags)`);
+    }
+    if (opts.streams.size >= (opts.maxTotal ?? SSE_LIMITS.total)) {
+      throw new AppError('too_many_streams', 'Too many event streams', 429, 'the gateway holds as many open event streams as it allows; retry later');
+    }
     // Opened before the headers go out, so a broker failure is still an ordinary JSON error.
     const sub = await opts.source.open(afterSeq !== undefined ? { afterSeq } : {});
     let ended = false;
@@ -92,7 +117,7 @@ export function eventsHandler(opts: EventsOptions): RequestHandler {
       void sub.close();
       if (!res.writableEnded) res.end();
     };
-    const unregister = opts.streams.add(end);
+    const unregister = opts.streams.add(end, who.kind === 'scoped' ? who.keyId : undefined);
     const heartbeat = setInterval(() => res.write(': ping\n\n'), heartbeatMs);
     const caller = principalOf(res);
     if (caller.kind === 'scoped' && opts.keyValid) {
