@@ -10,7 +10,10 @@ import {
   type WebhookDelivery,
   type WebhookResponse,
 } from '@memstream/contracts';
-import { NotFoundError, ValidationError, isForbiddenAddress, newId } from '@memstream/kit';
+import { AppError, NotFoundError, ValidationError, isForbiddenAddress, newId } from '@memstream/kit';
+
+/** Webhooks one scoped key may hold (docs/limits.md). */
+export const WEBHOOKS_PER_KEY = 25;
 import { owns, readTags, tagScope, type Principal } from './scope.js';
 
 /** Who is calling, as the auth middleware leaves it on res.locals.principal. */
@@ -57,6 +60,13 @@ export async function createWebhook(ports: WebhookPorts, caller: Caller, body: u
   }
   // No tags: global for the admin key, the key's own tags for a scoped key; a tag outside them is 403.
   const containerTags = readTags(tagScope(caller), [...new Set(req.containerTags ?? [])]) ?? [];
+  if (caller.kind === 'scoped') {
+    // Every registration multiplies each document's deliveries: one key gets a bounded number.
+    const held = (await ports.store.list()).filter((h) => h.createdBy === caller.keyId).length;
+    if (held >= WEBHOOKS_PER_KEY) {
+      throw new AppError('too_many_webhooks', 'Too many webhooks', 429, `this API key already has ${held} webhooks (at most ${WEBHOOKS_PER_KEY}); delete one first, or follow several tags with one webhook (containerTags)`);
+    }
+  }
   const hook: Webhook = {
     id: 'wh_' + newId(),
     url: req.url,

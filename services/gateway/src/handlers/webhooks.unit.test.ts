@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
 import { ZodError } from 'zod';
 import type { Webhook, WebhookDelivery } from '@memstream/contracts';
-import { NotFoundError, PermissionError, ValidationError } from '@memstream/kit';
-import { createWebhook, deleteWebhook, listDeliveries, listWebhooks, type Caller, type WebhookPorts, type WebhookStore } from './webhooks.js';
+import { AppError, NotFoundError, PermissionError, ValidationError } from '@memstream/kit';
+import { WEBHOOKS_PER_KEY, createWebhook, deleteWebhook, listDeliveries, listWebhooks, type Caller, type WebhookPorts, type WebhookStore } from './webhooks.js';
 
 /** The store port in memory. */
 function memoryStore(): WebhookStore & { hooks: Map<string, Webhook>; records: WebhookDelivery[] } {
@@ -39,6 +39,17 @@ describe('webhook registrations', () => {
     const listed = await listWebhooks(ports, admin);
     expect(listed.webhooks).toHaveLength(1);
     expect(listed.webhooks[0]).not.toHaveProperty('secret');
+  });
+
+  it('a scoped key holds at most WEBHOOKS_PER_KEY webhooks: the next is a 429; another key is not affected', async () => {
+    const { ports } = setup();
+    for (let i = 0; i < WEBHOOKS_PER_KEY; i++) await createWebhook(ports, teamKey, { url: `https://hooks.example.com/${i}` });
+    const e = await createWebhook(ports, teamKey, { url: 'https://hooks.example.com/one-more' }).then(() => 'accepted', (err: unknown) => err);
+    expect(e).toBeInstanceOf(AppError);
+    expect((e as AppError).httpStatus).toBe(429);
+    expect((e as AppError).details).toMatch(/at most 25/);
+    const other: Caller = { kind: 'scoped', keyId: 'k2', containerTags: ['team'] };
+    expect((await createWebhook(ports, other, { url: 'https://hooks.example.com/other' })).createdBy).toBe('k2');
   });
 
   it('keeps a chosen secret and orders chosen events', async () => {
