@@ -1,7 +1,7 @@
 // First: the OpenTelemetry SDK starts before any application module is loaded.
 import '@memstream/telemetry';
 import { mkdirSync } from 'node:fs';
-import { latestRevision, startWorker } from '@memstream/bus';
+import { lastEvent, latestRevision, startWorker } from '@memstream/bus';
 import { ChunkIndexSet } from '@memstream/chunk-index';
 import { DEFAULT_INDEX } from '@memstream/contracts';
 import { createLogger } from '@memstream/kit';
@@ -29,6 +29,7 @@ await startWorker({
       index,
       documentScope: scopeFromLog(bus),
       isDeleted: async (id: string) => (await latestRevision(bus, id)).deleted,
+      hasFailed: async (id: string, revision: number) => ((await lastEvent(bus, id, 'failed'))?.event.revision ?? 0) >= revision,
       ...(await modelIndexes(bus, indexes)),
     };
     return {

@@ -9,6 +9,11 @@ export interface IndexerPorts {
   /** Whether the document has been deleted since (its tombstone is the newest revision). */
   isDeleted(documentId: string): Promise<boolean>;
   /**
+   * Whether this revision (or a newer one) of the document failed: a stage that timed out and
+   * was failed may still finish late, and its output must not become searchable.
+   */
+  hasFailed?: (documentId: string, revision: number) => Promise<boolean>;
+  /**
    * The index that holds vectors of this model, when models can be switched at run time (each
    * model has its own index: see `memstream replay embed`). Absent: `index`.
    */
@@ -21,6 +26,10 @@ export interface IndexerPorts {
 export function createIndexHandler(ports: IndexerPorts): Handler {
   return stageHandler('indexer', {
     handle: async (event, ctx) => {
+      if (await ports.hasFailed?.(event.documentId, event.revision)) {
+        ctx.log.info('this revision failed: its chunks are not indexed');
+        return [];
+      }
       const scope = await ports.documentScope(event.documentId);
       const d = event.data;
       const index = (await ports.indexFor?.(d.model, d.dim)) ?? ports.index;
@@ -37,8 +46,8 @@ export function createIndexHandler(ports: IndexerPorts): Handler {
         ctx.log.info('index holds a newer revision: nothing to do');
         return [];
       }
-      // Deleted while we wrote (the gateway removed its chunks before our write landed): remove them again.
-      if (await ports.isDeleted(event.documentId)) {
+      // Deleted or failed while we wrote (the gateway removed its chunks before our write landed): remove them again.
+      if ((await ports.isDeleted(event.documentId)) || (await ports.hasFailed?.(event.documentId, event.revision))) {
         await index.deleteDocument(event.documentId);
         return [];
       }

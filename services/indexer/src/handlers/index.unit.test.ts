@@ -1,0 +1,55 @@
+import { mkdtempSync, rmSync } from 'node:fs';
+import { tmpdir } from 'node:os';
+import path from 'node:path';
+import { afterEach, describe, expect, it } from 'vitest';
+import { follow, recordingContext, submittedEvent } from '@memstream/bus';
+import { SqliteChunkIndex } from '@memstream/chunk-index';
+import { encodeVector } from '@memstream/contracts';
+import { createIndexHandler, type IndexerPorts } from './index.js';
+
+describe('indexer: a failed revision is never indexed', () => {
+  let dir: string;
+  let index: SqliteChunkIndex;
+  afterEach(async () => {
+    await index?.close();
+    rmSync(dir, { recursive: true, force: true });
+  });
+
+  function embeddedFor(revision: number) {
+    const sub = submittedEvent('a very long word', { revision });
+    return follow(sub, 'document.embedded.v1', {
+      model: 'hashed',
+      dim: 4,
+      computed: 1,
+      chunks: [{ index: 0, hash: 'h0', text: 'a very long word', tokens: 4, vector: encodeVector([1, 0, 0, 0]) }],
+    });
+  }
+
+  function ports(failedRevision: number): IndexerPorts {
+    return {
+      index,
+      documentScope: async () => ({ containerTags: ['t'], metadata: {} }),
+      isDeleted: async () => false,
+      hasFailed: async (_id, revision) => failedRevision >= revision,
+    };
+  }
+
+  it('given the revision failed (the chunker timed out and the document was failed), when its late chunks arrive, then nothing is indexed or emitted', async () => {
+    dir = mkdtempSync(path.join(tmpdir(), 'indexer-unit-'));
+    index = SqliteChunkIndex.open(path.join(dir, 'index.sqlite'));
+    const late = embeddedFor(1);
+    const ctx = recordingContext();
+    const out = await createIndexHandler(ports(1))(late, ctx);
+    expect(out ?? []).toEqual([]);
+    expect(await index.getDocumentChunks(late.documentId)).toEqual([]);
+  });
+
+  it('a revision that did not fail is indexed as before', async () => {
+    dir = mkdtempSync(path.join(tmpdir(), 'indexer-unit-'));
+    index = SqliteChunkIndex.open(path.join(dir, 'index.sqlite'));
+    const ev = embeddedFor(2);
+    const out = await createIndexHandler(ports(1))(ev, recordingContext());
+    expect((out ?? []).map((e) => e.type)).toEqual(['document.indexed.v1']);
+    expect(await index.getDocumentChunks(ev.documentId)).toHaveLength(1);
+  });
+});
