@@ -3,7 +3,7 @@
  *
  *   ./memstream bench [--docs 1000] [--concurrency 16]
  *
- * Two phases in one run: N documents with taskType superrag (no memories), then N with taskType
+ * Two phases in one run: N documents with taskType superrag (no memories), then --memory-docs with taskType
  * memory (the memorizer extracts and resolves memories after indexing). Reports, per phase, add
  * throughput (HTTP requests/s), end-to-end documents/s to done, p50/p99 time-to-done (and for
  * memory, to memorized), the CPU milliseconds each service (and nats-server) spent per document,
@@ -22,14 +22,17 @@ import { createLogger } from '@memstream/kit';
 import { SqliteDocumentViews } from '@memstream/views';
 import { commandArgs } from '@memstream/cli';
 
-const USAGE = `usage: ./memstream bench [ingest] [--docs 1000] [--concurrency 16] [--json]
+const USAGE = `usage: ./memstream bench [ingest] [--docs 1000] [--memory-docs N (default: --docs)] [--concurrency 16] [--json]
 
 N documents of about 2 KB through a private memstream: add throughput, end-to-end documents/s, time to done, and the raw JetStream publish ceiling.`;
 const { values } = commandArgs('bench', USAGE, {
-  options: { docs: { type: 'string', default: '1000' }, concurrency: { type: 'string', default: '16' }, json: { type: 'boolean', default: false } },
+  options: { docs: { type: 'string', default: '1000' }, concurrency: { type: 'string', default: '16' }, json: { type: 'boolean', default: false }, 'memory-docs': { type: 'string' } },
 });
 const N = Number(values.docs);
 const C = Number(values.concurrency);
+// The memorizer resolves one tag serially, and the bench puts every memory document in one tag: its phase can be
+// sized on its own so a large superrag run does not wait on it.
+const NM = Number(values['memory-docs'] ?? values.docs);
 
 const VOCAB = ('memory stream ledger replay chunk vector index broker durable consumer revision projection tombstone payload ' +
   'subject sequence window backoff redelivery snapshot tenant container search recall embedding token paragraph heading ' +
@@ -85,7 +88,7 @@ async function main(): Promise<void> {
   const apiKey = 'ms_bench_' + 'x'.repeat(20);
   const env = { NATS_URL: nats.url, MEMSTREAM_DATA_DIR: dir, MEMSTREAM_API_KEY: apiKey, MEMSTREAM_PORT: '0', LOG_LEVEL: 'warn' };
   const procs: ServiceProcess[] = [];
-  const docs = Array.from({ length: N }, (_, i) => makeDoc(i));
+  const docs = Array.from({ length: Math.max(N, NM) }, (_, i) => makeDoc(i));
   try {
     // Ceiling: the same payloads published straight to a JetStream file stream on this broker.
     const bus = await connectBus({ url: nats.url, name: 'bench', log });
@@ -127,14 +130,14 @@ async function main(): Promise<void> {
     const views = SqliteDocumentViews.open(path.join(dir, 'views.sqlite'));
     const cpuOf = () => ({ ...Object.fromEntries(procs.map((p) => [p.name, cpuMs(p.child.pid)])), 'nats-server': cpuMs(nats.pid()) }) as Record<string, number>;
 
-    /** One phase: N documents of one taskType, started once the phase before has finished. */
-    const phase = async (taskType: 'superrag' | 'memory', finishedBefore: number) => {
+    /** One phase: n documents of one taskType, started once the phase before has finished. */
+    const phase = async (taskType: 'superrag' | 'memory', n: number, finishedBefore: number) => {
       const ids: string[] = [];
       const cpu0 = cpuOf();
       let next = 0;
       const t0 = performance.now();
       const worker = async () => {
-        while (next < N) {
+        while (next < n) {
           const i = next++;
           const t = performance.now();
           const res = await fetch(`${url}/v3/documents`, {
@@ -153,7 +156,7 @@ async function main(): Promise<void> {
       const deadline = Date.now() + 10 * 60_000;
       for (;;) {
         const c = await views.countByStatus();
-        if (c.done + c.failed >= finishedBefore + N) break;
+        if (c.done + c.failed >= finishedBefore + n) break;
         if (Date.now() > deadline) throw new Error(`not all documents finished: ${JSON.stringify(c)}`);
         await new Promise((r) => setTimeout(r, 50));
       }
@@ -161,29 +164,30 @@ async function main(): Promise<void> {
       let memorizedSecs: number | null = null;
       if (taskType === 'memory') {
         while (!ids.every((id) => memorizedAt.has(id))) {
-          if (Date.now() > deadline) throw new Error(`not all documents memorized: ${ids.filter((id) => memorizedAt.has(id)).length} of ${N}`);
+          if (Date.now() > deadline) throw new Error(`not all documents memorized: ${ids.filter((id) => memorizedAt.has(id)).length} of ${n}`);
           await new Promise((r) => setTimeout(r, 50));
         }
         memorizedSecs = (performance.now() - t0) / 1000;
       }
       const cpu1 = cpuOf();
-      const cpuMsPerDoc = Object.fromEntries(Object.keys(cpu0).map((k) => [k, +((cpu1[k]! - cpu0[k]!) / N).toFixed(2)]));
+      const cpuMsPerDoc = Object.fromEntries(Object.keys(cpu0).map((k) => [k, +((cpu1[k]! - cpu0[k]!) / n).toFixed(2)]));
       const since = (m: Map<string, number>) => ids.map((id) => (m.get(id) ?? NaN) - sentAt.get(id)!).filter((x) => !Number.isNaN(x)).sort((a, b) => a - b);
       const lat = since(doneAt);
       const mem = since(memorizedAt);
       return {
         taskType,
-        addRequestsPerSec: Math.round(N / addSecs),
-        endToEndDocsPerSec: Math.round(N / e2eSecs),
+        docs: n,
+        addRequestsPerSec: Math.round(n / addSecs),
+        endToEndDocsPerSec: Math.round(n / e2eSecs),
         timeToDoneMs: { p50: Math.round(pct(lat, 50)), p99: Math.round(pct(lat, 99)) },
-        ...(memorizedSecs !== null ? { memorizedDocsPerSec: Math.round(N / memorizedSecs), timeToMemorizedMs: { p50: Math.round(pct(mem, 50)), p99: Math.round(pct(mem, 99)) } } : {}),
+        ...(memorizedSecs !== null ? { memorizedDocsPerSec: Math.round(n / memorizedSecs), timeToMemorizedMs: { p50: Math.round(pct(mem, 50)), p99: Math.round(pct(mem, 99)) } } : {}),
         cpuMsPerDoc,
         cpuMsPerDocTotal: +Object.values(cpuMsPerDoc).reduce((a, b) => a + b, 0).toFixed(2),
       };
     };
     // superrag first (no memorizer work), then memory: the difference is the memorizer's cost.
-    const withoutMemory = await phase('superrag', 0);
-    const withMemory = await phase('memory', N);
+    const withoutMemory = await phase('superrag', N, 0);
+    const withMemory = await phase('memory', NM, N);
     const counts = await views.countByStatus();
     await views.close();
     sub.unsubscribe();
@@ -214,7 +218,7 @@ async function main(): Promise<void> {
       process.stdout.write(
         [
           `memstream ingest bench — ${result.machine}`,
-          `  documents                    ${N} × 2 KB text per phase, ${C} concurrent clients`,
+          `  documents                    ${N} (superrag) and ${NM} (memory) × 2 KB text, ${C} concurrent clients`,
           ...[withoutMemory, withMemory].flatMap((ph) => [
             `  taskType ${ph.taskType}${ph.taskType === 'memory' ? ' (the memorizer runs too)' : ' (no memories)'}`,
             `    add throughput             ${ph.addRequestsPerSec} requests/s`,
