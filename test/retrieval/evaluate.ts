@@ -137,14 +137,14 @@ export async function evaluate(
     const indexMs = performance.now() - t0;
 
     const qvecs = await embedder.embed(set.queries.map((q) => q.q));
-    const scores = {} as Record<Mode | typeof BASELINE, ModeScore>;
-    {
+    /** recall@10, MRR@10 and latency of one way of searching, over every query of the set. */
+    const scoreQueries = async (search: (q: (typeof set.queries)[number], i: number) => { documentId: string }[] | Promise<{ documentId: string }[]>): Promise<ModeScore> => {
       let found = 0;
       let rr = 0;
       const ms: number[] = [];
-      for (const q of set.queries) {
+      for (const [i, q] of set.queries.entries()) {
         const s = performance.now();
-        const hits = bm25.search(q.q, DEPTH);
+        const hits = await search(q, i);
         ms.push(performance.now() - s);
         const rank = rankDocuments(hits).slice(0, K).indexOf(q.relevant);
         if (rank >= 0) {
@@ -153,43 +153,24 @@ export async function evaluate(
         }
       }
       ms.sort((a, b) => a - b);
-      scores[BASELINE] = { recallAt10: found / set.queries.length, mrrAt10: rr / set.queries.length, p50Ms: pct(ms, 50), p95Ms: pct(ms, 95) };
-    }
+      return { recallAt10: found / set.queries.length, mrrAt10: rr / set.queries.length, p50Ms: pct(ms, 50), p95Ms: pct(ms, 95) };
+    };
+    const scores = {} as Record<Mode | typeof BASELINE, ModeScore>;
+    scores[BASELINE] = await scoreQueries((q) => bm25.search(q.q, DEPTH));
     for (const mode of MODES) {
-      let found = 0;
-      let rr = 0;
-      const ms: number[] = [];
-      for (const [i, q] of set.queries.entries()) {
+      scores[mode] = await scoreQueries((q, i) => {
         const query: SearchQuery = { mode, limit: DEPTH };
         if (mode !== 'keyword') Object.assign(query, { vector: qvecs[i]!, model: embedder.model });
         if (mode !== 'dense') query.text = q.q;
         if (mode === 'hybrid' && opts.fusion) query.fusion = opts.fusion;
-        const s = performance.now();
-        const hits = await index.search(query);
-        ms.push(performance.now() - s);
-        const rank = rankDocuments(hits).slice(0, K).indexOf(q.relevant);
-        if (rank >= 0) {
-          found++;
-          rr += 1 / (rank + 1);
-        }
-      }
-      ms.sort((a, b) => a - b);
-      scores[mode] = { recallAt10: found / set.queries.length, mrrAt10: rr / set.queries.length, p50Ms: pct(ms, 50), p95Ms: pct(ms, 95) };
+        return index.search(query);
+      });
     }
 
     const sweep: Evaluation['sweep'] = [];
     for (const fusion of opts.sweep ?? []) {
-      let found = 0;
-      let rr = 0;
-      for (const [i, q] of set.queries.entries()) {
-        const hits = await index.search({ mode: 'hybrid', limit: DEPTH, vector: qvecs[i]!, model: embedder.model, text: q.q, fusion });
-        const rank = rankDocuments(hits).slice(0, K).indexOf(q.relevant);
-        if (rank >= 0) {
-          found++;
-          rr += 1 / (rank + 1);
-        }
-      }
-      sweep.push({ fusion, recallAt10: found / set.queries.length, mrrAt10: rr / set.queries.length });
+      const { recallAt10, mrrAt10 } = await scoreQueries((q, i) => index.search({ mode: 'hybrid', limit: DEPTH, vector: qvecs[i]!, model: embedder.model, text: q.q, fusion }));
+      sweep.push({ fusion, recallAt10, mrrAt10 });
     }
 
     // The same queries restricted to their page's tag: nothing from another tag may come back.
