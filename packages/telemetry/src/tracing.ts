@@ -133,6 +133,24 @@ function continuedContext(headers: Record<string, string>): Context {
  * when `recordSpans` is false (no exporter), the same trace ids carried through the headers and
  * the logs without span objects.
  */
+/** Runs a message's handler in `ctx` and records its outcome and time: the one body of both consume paths (with and without spans). */
+async function handleMeasured<R extends ConsumeResult>(
+  info: Parameters<BusTelemetry['consume']>[0],
+  ctx: Context,
+  handle: (headers: Record<string, string>) => Promise<R>,
+): Promise<R> {
+  const t0 = performance.now();
+  let result: R;
+  try {
+    result = await context.with(ctx, () => handle(withTraceHeaders(info.headers, ctx)));
+  } catch (err) {
+    recordOutcome({ stage: info.consumer, event: info.kind, outcome: 'error', seconds: (performance.now() - t0) / 1000 });
+    throw err;
+  }
+  recordOutcome({ stage: info.consumer, event: info.kind, outcome: result.outcome, failureClass: result.failureClass, seconds: (performance.now() - t0) / 1000 });
+  return result;
+}
+
 export function busTelemetry(config: TelemetryConfig, opts: { recordSpans?: boolean } = {}): BusTelemetry {
   if (opts.recordSpans === false) {
     return {
@@ -144,17 +162,7 @@ export function busTelemetry(config: TelemetryConfig, opts: { recordSpans?: bool
         return out;
       },
       async consume<R extends ConsumeResult>(info: Parameters<BusTelemetry['consume']>[0], handle: (headers: Record<string, string>) => Promise<R>): Promise<R> {
-        const ctx = continuedContext(info.headers);
-        const t0 = performance.now();
-        let result: R;
-        try {
-          result = await context.with(ctx, () => handle(withTraceHeaders(info.headers, ctx)));
-        } catch (err) {
-          recordOutcome({ stage: info.consumer, event: info.kind, outcome: 'error', seconds: (performance.now() - t0) / 1000 });
-          throw err;
-        }
-        recordOutcome({ stage: info.consumer, event: info.kind, outcome: result.outcome, failureClass: result.failureClass, seconds: (performance.now() - t0) / 1000 });
-        return result;
+        return handleMeasured(info, continuedContext(info.headers), handle);
       },
       watchConsumer,
       metrics: (authorization) => scrape(authorization, config.metricsToken),
@@ -212,16 +220,13 @@ export function busTelemetry(config: TelemetryConfig, opts: { recordSpans?: bool
         parent,
       );
       const ctx = trace.setSpan(parent, span);
-      const t0 = performance.now();
       let result: R;
       try {
-        result = await context.with(ctx, () => handle(withTraceHeaders(info.headers, ctx)));
+        result = await handleMeasured(info, ctx, handle);
       } catch (err) {
-        recordOutcome({ stage: info.consumer, event: info.kind, outcome: 'error', seconds: (performance.now() - t0) / 1000 });
         endSpan(span, err);
         throw err;
       }
-      recordOutcome({ stage: info.consumer, event: info.kind, outcome: result.outcome, failureClass: result.failureClass, seconds: (performance.now() - t0) / 1000 });
       span.setAttribute('memstream.outcome', result.outcome);
       if (result.eventType) span.setAttribute('memstream.event.type', result.eventType);
       if (result.revision !== undefined) span.setAttribute('memstream.revision', result.revision);
