@@ -22,7 +22,10 @@ function vectorOf(text: string): number[] {
  * and then answers; one with the rejected marker gets a 400 while `rejecting` is on.
  */
 function fakeEmbeddings() {
-  const state = { flakyAttempts: 0, rejectedAttempts: 0, rejecting: true, requests: 0 };
+  // Attempts are counted per input, not in all: the memorizer embeds its memory statements through
+  // the same endpoint, and a statement carrying the marker would otherwise share (and shift) the
+  // chunk's count of failures.
+  const state = { flakyAttempts: new Map<string, number>(), rejectedAttempts: 0, rejecting: true, requests: 0 };
   const server: Server = createServer((req, res) => {
     let body = '';
     req.setEncoding('utf8');
@@ -39,7 +42,9 @@ function fakeEmbeddings() {
         return;
       }
       if (input.some((t) => t.includes(FLAKY))) {
-        const n = ++state.flakyAttempts;
+        const key = input.join('\u0000');
+        const n = (state.flakyAttempts.get(key) ?? 0) + 1;
+        state.flakyAttempts.set(key, n);
         if (n === 1) return void res.writeHead(503, { 'content-type': 'application/json' }).end(JSON.stringify({ error: { message: 'overloaded' } }));
         if (n === 2) return void res.writeHead(429, { 'content-type': 'application/json', 'retry-after': '1' }).end(JSON.stringify({ error: { message: 'rate limited' } }));
         if (n === 3) return void req.socket.destroy();
@@ -104,13 +109,15 @@ describe('a flaky OpenAI-compatible embeddings endpoint', () => {
     const doc = await waitStatus(body.id, ['done', 'failed']);
     expect(doc.status).toBe('done');
     expect(doc.chunkCount).toBeGreaterThan(0);
-    const attempts = fake.state.flakyAttempts;
-    expect(attempts).toBe(4);
     const index = SqliteChunkIndex.open(path.join(stack.dataDir, 'index.sqlite'));
+    let attempts: number | undefined;
     try {
       const chunks = await index.getDocumentChunks(body.id);
       expect(chunks).toHaveLength(doc.chunkCount);
       expect(chunks[0]).toMatchObject({ model: `openai:fake:${DIM}` });
+      // The embedder's call carried exactly this document's chunk texts: 3 failures, then the answer.
+      attempts = fake.state.flakyAttempts.get(chunks.map((c) => c.text).join('\u0000'));
+      expect(attempts, `attempts by input: ${JSON.stringify([...fake.state.flakyAttempts])}`).toBe(4);
     } finally {
       await index.close();
     }

@@ -73,7 +73,8 @@ describe('MCP server: the SDK client over Streamable HTTP (/mcp) and stdio (./me
 
     const found = await call(admin, 'search_memory', { query: 'green tea morning', containerTag: tagA, includeProfile: true });
     const s = found.structuredContent as { results: { documentId: string; memory: string; similarity: number }[]; profile: { documentCount: number; containerTag: string } };
-    expect(s.results[0]).toMatchObject({ kind: 'passage', documentId: id, memory: expect.stringContaining('green tea') });
+    // The memorizer may already have learned the statement, and a memory can rank before its passage.
+    expect(s.results.find((r) => (r as { kind?: string }).kind === 'passage')).toMatchObject({ kind: 'passage', documentId: id, memory: expect.stringContaining('green tea') });
     expect(s.profile).toMatchObject({ containerTag: tagA, documentCount: 1 });
     expect(text(found)).toMatch(/^1\. \[\d\.\d\d\] The user prefers green tea/);
 

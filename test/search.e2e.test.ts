@@ -188,16 +188,18 @@ describe('search through the official SDK against memstream', () => {
   });
 
   it('bad input: a 400 the SDK throws as BadRequestError, naming the field', async () => {
-    const cases: Array<[Promise<unknown>, RegExp]> = [
-      [client.search.documents({ q: '' }), /\bq\b/],
-      [client.search.execute({ q: 'x', limit: 1000 }), /limit/],
-      [client.search.documents({ q: 'x', chunkThreshold: 2 }), /chunkThreshold/],
-      [client.search({ q: 'x', threshold: -1 }), /threshold/],
-      [client.search.memories({ q: 'x', searchMode: 'everything' as 'hybrid' }), /searchMode/],
-      [client.search({ q: 'x', containerTag: 'not a tag' }), /containerTag/],
+    const cases: Array<[() => Promise<unknown>, RegExp]> = [
+      [() => client.search.documents({ q: '' }), /\bq\b/],
+      [() => client.search.execute({ q: 'x', limit: 1000 }), /limit/],
+      [() => client.search.documents({ q: 'x', chunkThreshold: 2 }), /chunkThreshold/],
+      [() => client.search({ q: 'x', threshold: -1 }), /threshold/],
+      [() => client.search.memories({ q: 'x', searchMode: 'everything' as 'hybrid' }), /searchMode/],
+      [() => client.search({ q: 'x', containerTag: 'not a tag' }), /containerTag/],
     ];
-    for (const [p, names] of cases) {
-      const err = await p.then(
+    // Each request starts only when it is awaited: built up front, a rejection that arrived before its turn
+    // would count as unhandled (it failed CI once, when the gateway answered faster than the loop).
+    for (const [request, names] of cases) {
+      const err = await request().then(
         () => null,
         (e: unknown) => e,
       );
