@@ -11,48 +11,36 @@
  * broker — the raw JetStream publish rate of the same payloads (publishes pipelined, 256 in
  * flight). Figures, not assertions.
  */
-import { execFileSync } from 'node:child_process';
+import { makeDoc } from './bench-docs.js';
+import { execFileSync, spawn } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir, cpus, totalmem } from 'node:os';
 import path from 'node:path';
 import { StorageType } from '@nats-io/jetstream';
 import { connectBus } from '@memstream/bus';
-import { SERVICES, spawnService, startNatsServer, stopProcess, type ServiceProcess } from '@memstream/cli';
+import { REPO_ROOT, SERVICES, spawnService, startNatsServer, stopProcess, type ServiceProcess } from '@memstream/cli';
 import { createLogger } from '@memstream/kit';
 import { SqliteDocumentViews } from '@memstream/views';
 import { commandArgs } from '@memstream/cli';
 
-const USAGE = `usage: ./memstream bench [ingest] [--docs 1000] [--memory-docs N (default: --docs)] [--concurrency 16] [--json]
+const USAGE = `usage: ./memstream bench [ingest] [--docs 1000] [--memory-docs N (default: --docs)] [--concurrency 16] [--layout processes|one-process] [--json]
 
 N documents of about 2 KB through a private memstream: add throughput, end-to-end documents/s, time to done, and the raw JetStream publish ceiling.`;
 const { values } = commandArgs('bench', USAGE, {
-  options: { docs: { type: 'string', default: '1000' }, concurrency: { type: 'string', default: '16' }, json: { type: 'boolean', default: false }, 'memory-docs': { type: 'string' } },
+  options: {
+    docs: { type: 'string', default: '1000' },
+    concurrency: { type: 'string', default: '16' },
+    json: { type: 'boolean', default: false },
+    'memory-docs': { type: 'string' },
+    // processes: one process per service, as `./memstream up` runs them; one-process: every worker in one Node process (bench/workers-in-one-process.ts), the gateway apart.
+    layout: { type: 'string', default: 'processes' },
+  },
 });
 const N = Number(values.docs);
 const C = Number(values.concurrency);
 // The memorizer resolves one tag serially, and the bench puts every memory document in one tag: its phase can be
 // sized on its own so a large superrag run does not wait on it.
 const NM = Number(values['memory-docs'] ?? values.docs);
-
-const VOCAB = ('memory stream ledger replay chunk vector index broker durable consumer revision projection tombstone payload ' +
-  'subject sequence window backoff redelivery snapshot tenant container search recall embedding token paragraph heading ' +
-  'document extract pipeline gateway service process replica cluster storage latency throughput').split(' ');
-
-/** A deterministic ~2 KB document: varied sentences in paragraphs, under a heading. */
-function makeDoc(i: number): string {
-  let seed = i * 2654435761 + 1;
-  const rnd = () => ((seed = (seed * 1103515245 + 12345) >>> 0) / 2 ** 32);
-  const sentence = () => {
-    const n = 8 + Math.floor(rnd() * 10);
-    const w = Array.from({ length: n }, () => VOCAB[Math.floor(rnd() * VOCAB.length)]);
-    return w.join(' ').replace(/^./, (c) => c.toUpperCase()) + '.';
-  };
-  let out = `# Bench document ${i}\n\n`;
-  while (out.length < 2048) {
-    out += Array.from({ length: 4 }, sentence).join(' ') + '\n\n';
-  }
-  return out.slice(0, 2048);
-}
 
 /** Clock ticks per second of /proc/<pid>/stat's CPU times. */
 const CLK_TCK = (() => {
@@ -74,6 +62,31 @@ function cpuMs(pid: number | undefined): number {
   } catch {
     return NaN;
   }
+}
+
+/** Every worker in one Node process (bench/workers-in-one-process.ts), resolved once each has logged `ready`. */
+function spawnWorkersInOneProcess(env: Record<string, string>): Promise<ServiceProcess> {
+  const workers = SERVICES.filter((x) => x !== 'gateway').length;
+  const child = spawn(process.execPath, ['--import', 'tsx', path.join(REPO_ROOT, 'bench', 'workers-in-one-process.ts')], {
+    cwd: REPO_ROOT,
+    env: { ...process.env, ...env, LOG_LEVEL: 'info' },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  return new Promise((resolve, reject) => {
+    let ready = 0;
+    const timer = setTimeout(() => reject(new Error(`the workers were not ready within 120 s (${ready} of ${workers})`)), 120_000);
+    const onData = (d: Buffer) => {
+      ready += d.toString('utf8').split('"msg":"ready"').length - 1;
+      if (ready >= workers) {
+        clearTimeout(timer);
+        // Keep draining its output, so the pipe never blocks it.
+        resolve({ name: 'workers (one process)' as ServiceProcess['name'], child });
+      }
+    };
+    child.stdout.on('data', onData);
+    child.stderr.on('data', onData);
+    child.once('exit', (code) => reject(new Error(`the workers exited (${code}) before they were ready`)));
+  });
 }
 
 function pct(sorted: number[], p: number): number {
@@ -104,8 +117,11 @@ async function main(): Promise<void> {
     const publishRate = N / ((performance.now() - p0) / 1000);
     await bus.jsm.streams.delete('BENCH');
 
-    for (const s of SERVICES.filter((x) => x !== 'gateway')) procs.push(await spawnService(s, { env }));
-    const gw = await spawnService('gateway', { env });
+    // On a loaded machine services take longer to start: MEMSTREAM_TEST_READY_MS, as for the tests.
+    const readyTimeoutMs = Number(process.env.MEMSTREAM_TEST_READY_MS ?? 30_000);
+    if (values.layout === 'one-process') procs.push(await spawnWorkersInOneProcess(env));
+    else for (const s of SERVICES.filter((x) => x !== 'gateway')) procs.push(await spawnService(s, { env, readyTimeoutMs }));
+    const gw = await spawnService('gateway', { env, readyTimeoutMs });
     procs.push(gw);
     const url = gw.url!;
 
@@ -153,7 +169,8 @@ async function main(): Promise<void> {
       };
       await Promise.all(Array.from({ length: C }, worker));
       const addSecs = (performance.now() - t0) / 1000;
-      const deadline = Date.now() + 10 * 60_000;
+      // Ten minutes, or more for a large phase on a loaded machine (the memory phase of one tag is serial).
+      const deadline = Date.now() + Math.max(10 * 60_000, n * 1_000);
       for (;;) {
         const c = await views.countByStatus();
         if (c.done + c.failed >= finishedBefore + n) break;
@@ -198,6 +215,7 @@ async function main(): Promise<void> {
       machine: `${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.versions.node}, nats-server ${nats.version}`,
       docs: N,
       concurrency: C,
+      layout: values.layout,
       docBytes: 2048,
       // The pipeline's own figures, as before memories existed: the superrag phase.
       addRequestsPerSec: withoutMemory.addRequestsPerSec,
@@ -218,7 +236,7 @@ async function main(): Promise<void> {
       process.stdout.write(
         [
           `memstream ingest bench — ${result.machine}`,
-          `  documents                    ${N} (superrag) and ${NM} (memory) × 2 KB text, ${C} concurrent clients`,
+          `  documents                    ${N} (superrag) and ${NM} (memory) × 2 KB text, ${C} concurrent clients, layout ${values.layout}`,
           ...[withoutMemory, withMemory].flatMap((ph) => [
             `  taskType ${ph.taskType}${ph.taskType === 'memory' ? ' (the memorizer runs too)' : ' (no memories)'}`,
             `    add throughput             ${ph.addRequestsPerSec} requests/s`,

@@ -2,14 +2,14 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { connectBus, follow, lastEvent, latestRevision, publishEvent, recordingContext, runConsumer, submittedEvent, ensureTopology, type Bus, type Handler } from '@memstream/bus';
+import { asHandler, connectBus, follow, lastEvent, latestRevision, publishEvent, recordingContext, runConsumer, submittedEvent, ensureTopology, type Bus, type Handler } from '@memstream/bus';
 import { SqliteChunkIndex } from '@memstream/chunk-index';
 import { compareViews, readLog, startNatsServer, type NatsServerHandle } from '@memstream/cli';
 import { STREAM_DOCS, decodeVector, docSubject, type DocumentEvent, type DocumentSubmitted } from '@memstream/contracts';
 import { createLogger } from '@memstream/kit';
 import { SqliteDocumentViews, canonical } from '@memstream/views';
 // The consuming handlers themselves, run in this process against fresh stores.
-import { applyEvent } from '../services/projection/src/handlers/index.js';
+import { applyEvent, createProjectionHandler } from '../services/projection/src/handlers/index.js';
 import { createIndexHandler, createMetadataHandler } from '../services/indexer/src/handlers/index.js';
 import { scopeFromLog } from '../services/indexer/src/adapters/scope-from-log.js';
 import { createEmbedHandler } from '../services/embedder/src/handlers/index.js';
@@ -119,8 +119,11 @@ describe('idempotency: every event twice, out of order, ends in the same state',
   const ofType = <T extends DocumentEvent['type']>(t: T) => events.filter((e): e is Extract<DocumentEvent, { type: T }> => e.type === t);
   const byCause = (type: DocumentEvent['type'], causationId: string) => events.find((e) => e.type === type && e.causationId === causationId);
 
+  // Seeds 1 and 2 one event at a time, 16 at once; seed 3 as the projection runs, in batches
+  // (one transaction, one compare-and-set per document), two batches at once so they race.
   for (const seed of [1, 2, 3]) {
-    it(`projection: every event twice, shuffled (seed ${seed}), 16 at once → the live view`, async () => {
+    const batched = seed === 3;
+    it(`projection: every event twice, shuffled (seed ${seed}), ${batched ? 'in batches of 32, 2 at once' : '16 at once'} → the live view`, async () => {
       const live = SqliteDocumentViews.open(path.join(stack.dataDir, 'views.sqlite'));
       const rebuilt = SqliteDocumentViews.open(fresh('views.sqlite'));
       try {
@@ -130,7 +133,13 @@ describe('idempotency: every event twice, out of order, ends in the same state',
           tombstoneRevision: async (id: string) => (await lastEvent(bus, id, 'deleted'))?.event.revision ?? 0,
         };
         const t0 = Date.now();
-        await pool(deliveries, 16, async (e) => void (await applyEvent(rebuilt, e, ports)));
+        if (batched) {
+          const handleBatch = createProjectionHandler(rebuilt, ports);
+          const batches = Array.from({ length: Math.ceil(deliveries.length / 32) }, (_, i) => deliveries.slice(i * 32, i * 32 + 32));
+          await pool(batches, 2, async (b) => {
+            for (const r of await handleBatch(b.map((event) => ({ event, ctx: recordingContext() })))) if (r.status === 'rejected') throw r.reason;
+          });
+        } else await pool(deliveries, 16, async (e) => void (await applyEvent(rebuilt, e, ports)));
         const cmp = await compareViews(live, rebuilt);
         if (cmp.different.length) {
           const id = cmp.different[0]!;
@@ -152,7 +161,7 @@ describe('idempotency: every event twice, out of order, ends in the same state',
     const rebuilt = SqliteChunkIndex.open(fresh('index.sqlite'));
     try {
       const ports = { index: rebuilt, documentScope: scopeFromLog(bus), isDeleted: async (id: string) => (await latestRevision(bus, id)).deleted };
-      const index = createIndexHandler(ports);
+      const index = asHandler(createIndexHandler(ports));
       const meta = createMetadataHandler(ports);
       const input = [...ofType('document.embedded.v1'), ...ofType('document.metadata-updated.v1')];
       const deliveries = shuffled([...input, ...input], 7);
@@ -209,7 +218,7 @@ describe('idempotency: every event twice, out of order, ends in the same state',
         output: 'document.extracted.v1',
       },
       { name: 'chunker', handle: createChunkHandler({ maxTokens: 512 }), input: ofType('document.extracted.v1'), output: 'document.chunked.v1' },
-      { name: 'embedder', handle: createEmbedHandler({ embedder, batch: 64, previousVectors }), input: ofType('document.chunked.v1'), output: 'document.embedded.v1' },
+      { name: 'embedder', handle: asHandler(createEmbedHandler({ embedder, batch: 64, previousVectors })), input: ofType('document.chunked.v1'), output: 'document.embedded.v1' },
     ];
     const strip = (e: DocumentEvent) => {
       const { occurredAt: _t, data, ...rest } = e;

@@ -14,6 +14,7 @@ import {
   STREAM_DOCS,
 } from '@memstream/contracts';
 import { derivedEventId } from '@memstream/kit';
+import { z } from 'zod';
 import type { Bus } from './connect.js';
 import { blobKey, blobStore } from './blobs.js';
 
@@ -146,11 +147,23 @@ export async function lastEvent(bus: Bus, documentId: string, kind: EventKind): 
   return { event: await decodeEvent(bus, m.data), seq: m.seq };
 }
 
+/**
+ * The revision and stream sequence of a document's last event of one kind, read without decoding
+ * the event (no validation, no claim-checked data): every runner asks it for every message.
+ */
+async function lastRevisionOf(bus: Bus, documentId: string, kind: EventKind): Promise<{ revision: number; seq: number } | null> {
+  const m = await bus.jsm.direct.getMessage(STREAM_DOCS, { last_by_subj: docSubject(documentId, kind) });
+  if (!m) return null;
+  const { revision } = RevisionOnly.parse(JSON.parse(dec.decode(m.data)));
+  return { revision, seq: m.seq };
+}
+const RevisionOnly = z.object({ revision: z.number().int().nonnegative() });
+
 /** The newest revision the log knows for a document, and whether its latest state is deleted. */
 export async function latestRevision(bus: Bus, documentId: string): Promise<{ revision: number; deleted: boolean; submittedSeq: number }> {
-  const [sub, del] = await Promise.all([lastEvent(bus, documentId, 'submitted'), lastEvent(bus, documentId, 'deleted')]);
-  const subRev = sub?.event.revision ?? 0;
-  const delRev = del?.event.revision ?? 0;
+  const [sub, del] = await Promise.all([lastRevisionOf(bus, documentId, 'submitted'), lastRevisionOf(bus, documentId, 'deleted')]);
+  const subRev = sub?.revision ?? 0;
+  const delRev = del?.revision ?? 0;
   return { revision: Math.max(subRev, delRev), deleted: del !== null && delRev >= subRev, submittedSeq: sub?.seq ?? 0 };
 }
 

@@ -25,38 +25,68 @@ export function keepAlivePeriod(ackWaitMs: number): number {
   return Math.max(200, Math.floor(ackWaitMs / 5));
 }
 
+/** How a consumer gathers messages into batches. */
+export interface BatchPolicy {
+  /** The most messages in one batch. */
+  size: number;
+  /** How long the first message waiting for a batch waits for more before the batch starts anyway. */
+  waitMs: number;
+}
+
+/** Batches of up to 32 messages, gathered for at most 5 ms: under load they fill, idle they cost 5 ms. */
+export const DEFAULT_BATCH: BatchPolicy = { size: 32, waitMs: 5 };
+
 /**
- * Pull from a durable consumer and run `handle` on up to `concurrency` messages at once.
+ * Which of the fetched messages waiting for a batch go into the next one: the oldest `size`, in
+ * arrival order. The one place batch membership is decided, so a fairness rule (say, round robin
+ * over container tags) is a change of this function only. Removes what it returns from `waiting`.
+ */
+export function nextBatch<T>(waiting: T[], size: number): T[] {
+  return waiting.splice(0, Math.max(1, size));
+}
+
+/**
+ * Pull from a durable consumer and hand what arrives to `handle` in batches (bounded by
+ * `batch.size` messages and `batch.waitMs` of gathering), holding at most `capacity` messages.
  *
- * It pulls only as many messages as it has free slots (a fetch per batch, not a prefetching
- * consume()), so every message this process holds is one it has started, and every held message
- * is kept alive (working()) on one timer until `handle` settles. That is what lets the consumers'
- * ack waits be short: a dead worker's messages come back within one ack wait, while a live
- * worker's long job, or a message waiting behind others in `handle` (the notifier's per-key
+ * It pulls only as many messages as it has room for (a fetch per batch, not a prefetching
+ * consume()), so every message this process holds is one it will start soon, and every held
+ * message is kept alive (working()) on one timer until it is settled. That is what lets the
+ * consumers' ack waits be short: a dead worker's messages come back within one ack wait, while a
+ * live worker's long job, or a message waiting behind others in its batch (the notifier's per-key
  * order), is never handed to a second worker. A prefetched message sitting unseen in a client
  * buffer could not be kept alive, and would be redelivered while still queued here.
  *
- * After stop(), messages not yet started are handed back at once (nak) rather than sat on until
- * their ack wait, and stop() resolves when the ones in hand are finished. A pull that breaks (the
- * broker restarted) is opened again after a second. `handle` owns ack/nak; an error it throws is
- * logged, and the message comes back after its ack wait.
+ * After stop(), messages not yet in a batch are handed back at once (nak) rather than sat on
+ * until their ack wait, and stop() resolves when the batches in hand are finished (a batch
+ * handler hands back what it has not started: see `stopping`). A pull that breaks (the broker
+ * restarted) is opened again after a second. `handle` owns every message's ack/nak; an error it
+ * throws is logged, and its messages come back after their ack wait.
  */
 export function pullLoop(opts: {
   bus: Bus;
   stream: string;
   durable: string;
-  concurrency: number;
+  /** The most messages held at once: waiting for a batch or in one. */
+  capacity: number;
+  batch?: BatchPolicy;
   log: Logger;
-  handle: (m: JsMsg) => Promise<void>;
+  /** Handle a batch; `settled(m)` frees a message's place before the batch ends (a slow message holds back only itself). */
+  handle: (batch: JsMsg[], settled: (m: JsMsg) => void) => Promise<void>;
   /** Keep held messages alive (default true). Off only in tests that show what a late ack does. */
   keepAlive?: boolean;
 }): PullLoop {
-  const { log, concurrency } = opts;
+  const { log } = opts;
+  const capacity = Math.max(1, opts.capacity);
+  const batch = opts.batch ?? DEFAULT_BATCH;
   const inflight = new Set<Promise<void>>();
   const held = new Set<JsMsg>();
+  const waiting: JsMsg[] = [];
+  let gather: NodeJS.Timeout | undefined;
   let stopping = false;
   let current: { stop(): void } | null = null;
   let wake: (() => void) | null = null;
+  let freed: (() => void) | null = null;
   let timer: NodeJS.Timeout | undefined;
   let periodMs = 0;
 
@@ -79,10 +109,13 @@ export function pullLoop(opts: {
     timer.unref();
   }
 
-  function start(m: JsMsg): void {
-    held.add(m);
+  function settled(m: JsMsg): void {
+    if (held.delete(m)) freed?.();
+  }
+
+  function start(ms: JsMsg[]): void {
     const p: Promise<void> = opts
-      .handle(m)
+      .handle(ms, settled)
       .catch((err) => {
         // An ack or nak the broker did not answer (it is restarting): the message comes back
         // after its ack wait, so this is expected while the broker is away, not a bug.
@@ -90,10 +123,30 @@ export function pullLoop(opts: {
         else log.error({ err: errorMessage(err), consumer: opts.durable }, 'unexpected handler error');
       })
       .finally(() => {
-        held.delete(m);
         inflight.delete(p);
+        for (const m of ms) held.delete(m);
+        freed?.();
       });
     inflight.add(p);
+  }
+
+  /** Start batches of what waits: full ones at once, the rest when `all` (the gathering time is up, or the pull ended). */
+  function dispatch(all: boolean): void {
+    clearTimeout(gather);
+    gather = undefined;
+    while (waiting.length >= batch.size || (all && waiting.length > 0)) start(nextBatch(waiting, batch.size));
+    if (waiting.length > 0) gather = setTimeout(() => dispatch(true), batch.waitMs);
+  }
+
+  function arrived(m: JsMsg): void {
+    if (stopping) {
+      m.nak();
+      return;
+    }
+    held.add(m);
+    waiting.push(m);
+    if (waiting.length >= batch.size) dispatch(false);
+    else if (!gather) gather = setTimeout(() => dispatch(true), batch.waitMs);
   }
 
   const pause = (ms: number) =>
@@ -106,7 +159,8 @@ export function pullLoop(opts: {
     let consumer: Consumer | null = null;
     while (!stopping) {
       try {
-        while (inflight.size >= concurrency && !stopping) await Promise.race(inflight);
+        while (held.size >= capacity && !stopping) await new Promise<void>((r) => (freed = r));
+        freed = null;
         if (stopping) break;
         if (!consumer) {
           consumer = await opts.bus.js.consumers.get(opts.stream, opts.durable);
@@ -115,14 +169,14 @@ export function pullLoop(opts: {
         }
         const asked = performance.now();
         let got = 0;
-        const batch = await consumer.fetch({ max_messages: concurrency - inflight.size, expires: FETCH_EXPIRES_MS });
-        current = batch;
-        for await (const m of batch) {
+        const pull = await consumer.fetch({ max_messages: capacity - held.size, expires: FETCH_EXPIRES_MS });
+        current = pull;
+        for await (const m of pull) {
           got++;
-          if (stopping) m.nak();
-          else start(m);
+          arrived(m);
         }
         current = null;
+        if (!stopping) dispatch(true);
         // A pull the server ended at once with nothing (say, max_ack_pending reached across
         // replicas): pause rather than spin.
         if (got === 0 && performance.now() - asked < FETCH_EXPIRES_MS / 2) await pause(250);
@@ -132,6 +186,16 @@ export function pullLoop(opts: {
         if (stopping) break;
         log.warn({ err: errorMessage(err), consumer: opts.durable }, 'consumer loop interrupted: retrying in 1 s');
         await pause(1_000);
+      }
+    }
+    clearTimeout(gather);
+    // Not yet in a batch: handed back at once.
+    for (const m of waiting.splice(0)) {
+      held.delete(m);
+      try {
+        m.nak();
+      } catch {
+        // The connection is closing: it comes back after its ack wait.
       }
     }
     await Promise.allSettled([...inflight]);
@@ -148,6 +212,7 @@ export function pullLoop(opts: {
       stopping = true;
       current?.stop();
       wake?.();
+      freed?.();
       await done;
     },
   };

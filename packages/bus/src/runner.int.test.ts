@@ -8,7 +8,7 @@ import { PermanentError, RetryableError, createLogger } from '@memstream/kit';
 import { connectBus, type Bus } from './connect.js';
 import { ensureTopology } from './topology.js';
 import { decodeEvent, follow, lastEvent, publishEvent } from './events.js';
-import { runConsumer, type Handler } from './runner.js';
+import { runConsumer, type Handler, type RunnerOptions } from './runner.js';
 import { submittedEvent } from './testing.js';
 
 /** The runner against a real nats-server: every outcome mapped to the right ack, and what it emits. */
@@ -277,5 +277,64 @@ describe('consumer runner over real JetStream', () => {
     expect(handledAfter.size).toBe(5 - finished);
     const info = await bus.jsm.consumers.info(STREAM_DOCS, 'extractor');
     expect(info.num_pending + info.num_ack_pending).toBe(0);
+  });
+
+  /** Until `done` holds and the extractor consumer has nothing pending or unacked. */
+  async function drained(done: () => Promise<boolean>): Promise<void> {
+    const deadline = Date.now() + 15_000;
+    for (;;) {
+      const info = await bus.jsm.consumers.info(STREAM_DOCS, 'extractor');
+      if ((await done()) && info.num_ack_pending === 0 && info.num_pending === 0) return;
+      if (Date.now() > deadline) throw new Error('timed out');
+      await new Promise((res) => setTimeout(res, 25));
+    }
+  }
+
+  /** The extractor's consumer, gathering long enough that everything already in the stream arrives in one batch. */
+  const batchedExtractor = (over: Partial<RunnerOptions>) =>
+    runConsumer({ bus, consumer: 'extractor', log, stage: 'extracting', skipStale: true, concurrency: 64, batch: { size: 64, waitMs: 1_000 }, ...over });
+
+  it('a batch handler gets the batch together; each message ends on its own: a rejected one is retried, the others acked once', async () => {
+    const subs = Array.from({ length: 6 }, (_, i) => submittedEvent(`batched ${i}`));
+    const mine = new Set(subs.map((s) => s.documentId));
+    for (const s of subs) await publishEvent(bus, s);
+    const batches: string[][] = [];
+    const handled = new Map<string, number[]>();
+    const r = batchedExtractor({
+      backoffMs: () => 50,
+      handleBatch: async (items) => {
+        batches.push(items.map((i) => i.event.documentId).filter((id) => mine.has(id)));
+        return items.map(({ event, ctx }) => {
+          if (!mine.has(event.documentId)) return { status: 'fulfilled', value: [] };
+          handled.set(event.documentId, [...(handled.get(event.documentId) ?? []), ctx.msg.deliveryCount]);
+          // The third document fails its first delivery only.
+          if (event.documentId === subs[2]!.documentId && ctx.msg.deliveryCount === 1) return { status: 'rejected', reason: new RetryableError('store busy') };
+          return { status: 'fulfilled', value: [follow(event, 'document.extracted.v1', { title: null, type: 'text', text: 'x', url: null, format: 'plain' })] };
+        });
+      },
+    });
+    await drained(async () => (await Promise.all(subs.map((s) => lastEvent(bus, s.documentId, 'extracted')))).every(Boolean));
+    await r.stop();
+    // All six came in one batch; the retried one came back alone.
+    expect(batches[0]).toHaveLength(6);
+    expect(batches.slice(1).filter((b) => b.length > 0)).toEqual([[subs[2]!.documentId]]);
+    for (const s of subs) expect(handled.get(s.documentId)).toEqual(s === subs[2] ? [1, 2] : [1]);
+  });
+
+  it('staleness is read once per document of a batch: two revisions of one document in one batch, only the newest is handled', async () => {
+    const r1 = submittedEvent('b1', { documentId: 'stale-batch', revision: 1 });
+    const r2 = submittedEvent('b2', { documentId: 'stale-batch', revision: 2 });
+    for (const e of [r1, r2]) await publishEvent(bus, e);
+    const seen: number[] = [];
+    const r = batchedExtractor({
+      handle: async (e) => {
+        if (e.documentId !== 'stale-batch') return [];
+        seen.push(e.revision);
+        return [follow(e, 'document.extracted.v1', { title: null, type: 'text', text: 'x', url: null, format: 'plain' })];
+      },
+    });
+    await drained(async () => (await lastEvent(bus, 'stale-batch', 'extracted')) !== null);
+    await r.stop();
+    expect(seen).toEqual([2]);
   });
 });

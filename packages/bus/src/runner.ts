@@ -1,12 +1,12 @@
 import type { JsMsg } from '@nats-io/jetstream';
 import { headers as natsHeaders } from '@nats-io/nats-core';
 import { CONSUMERS, STREAM_DOCS, deadLetterSubject, type ConsumerName, type DocumentEvent, type EventKind, type FailureClass, type Stage } from '@memstream/contracts';
-import { PermanentError, RetryableError, errorMessage, type Logger } from '@memstream/kit';
+import { PermanentError, RetryableError, errorMessage, limiter, type Logger } from '@memstream/kit';
 import { ZodError } from 'zod';
 import type { Bus } from './connect.js';
 import { busTelemetry, decodeEvent, follow, headersToRecord, latestRevision, publishEvent, type ConsumeResult } from './events.js';
 import { DEFAULT_POLICIES } from './topology.js';
-import { pullLoop } from './pull-loop.js';
+import { DEFAULT_BATCH, pullLoop, type BatchPolicy, type PullLoop } from './pull-loop.js';
 import { decide, defaultBackoff, failureSignature, type Decision } from './decide.js';
 
 export interface HandlerContext {
@@ -20,15 +20,37 @@ export interface HandlerContext {
 /** A stage: given an event and its ports, the events to emit. The runner publishes them, then acks. */
 export type Handler = (event: DocumentEvent, ctx: HandlerContext) => Promise<DocumentEvent[] | void>;
 
+/**
+ * A consumer that handles a batch at once (one store transaction, one model call across
+ * documents): given the batch's events in delivery order, one settled result per event, in the
+ * same order. Each event still ends acked, naked or failed on its own.
+ */
+export type BatchHandler = (items: Array<{ event: DocumentEvent; ctx: HandlerContext }>) => Promise<Array<PromiseSettledResult<DocumentEvent[] | void>>>;
+
+/** A batch handler called with a batch of one event (tests, and replays that go one event at a time). */
+export function asHandler(handleBatch: BatchHandler): Handler {
+  return async (event, ctx) => {
+    const [r] = await handleBatch([{ event, ctx }]);
+    if (!r) throw new Error('the batch handler returned no result');
+    if (r.status === 'rejected') throw r.reason;
+    return r.value;
+  };
+}
+
 export type Outcome = 'handled' | 'skipped-stale' | 'retried' | 'failed' | 'dead-lettered';
 
 export interface RunnerOptions {
   bus: Bus;
   consumer: ConsumerName;
   log: Logger;
-  handle: Handler;
-  /** How many messages one process works on at once. */
+  /** Each event on its own (at most `concurrency` at once), or `handleBatch`. */
+  handle?: Handler;
+  /** The whole batch at once, instead of `handle`. */
+  handleBatch?: BatchHandler;
+  /** How many messages one process holds and works on at once (batches are at most this large). */
   concurrency?: number;
+  /** How messages are gathered into batches (default DEFAULT_BATCH). */
+  batch?: BatchPolicy;
   /** The stage a failure is blamed on. Without one (the projection), failures are only dead-lettered. */
   stage?: Stage;
   /** Drop events of a revision older than the newest submitted one, or of a deleted document. */
@@ -55,9 +77,37 @@ export interface RunningConsumer {
 }
 
 /**
- * The consumer runner: one durable pull consumer, explicit acks, bounded concurrency.
- * Acks are confirmed by the server (ackAck), so when stop() returns every finished message is
- * known acked and every unfinished one is not.
+ * Calls that arrive one by one (one per message of a batch) answered by one call for them all:
+ * once `expected` items have joined, `run` gets them in join order and each caller its own result.
+ */
+function gathering<I, R>(expected: number, run: (items: I[]) => Promise<Array<PromiseSettledResult<R>>>): (item: I) => Promise<R> {
+  const items: I[] = [];
+  const waiters: Array<{ resolve: (r: R) => void; reject: (e: unknown) => void }> = [];
+  return (item) =>
+    new Promise<R>((resolve, reject) => {
+      items.push(item);
+      waiters.push({ resolve, reject });
+      if (items.length < expected) return;
+      run(items).then(
+        (results) =>
+          waiters.forEach((w, k) => {
+            const r = results[k];
+            if (!r) w.reject(new Error(`the batch handler returned ${results.length} results for ${items.length} events`));
+            else if (r.status === 'fulfilled') w.resolve(r.value);
+            else w.reject(r.reason);
+          }),
+        (err) => waiters.forEach((w) => w.reject(err)),
+      );
+    });
+}
+
+/**
+ * The consumer runner: one durable pull consumer, explicit acks, messages handled in batches
+ * (bounded in size and gathering time: see pullLoop) while each message is settled on its own.
+ * Per batch: the unread kinds are acked at once; the staleness of each document is read once;
+ * every handler's events are sent without waiting on one another and awaited together before
+ * its message is acked; acks are confirmed by the server (ackAck), so when stop() returns every
+ * finished message is known acked and every unfinished one is not.
  * Outcomes:
  * - handler returns → publish its events, ack;
  * - stale revision or deleted document → ack without work;
@@ -71,7 +121,10 @@ export function runConsumer(opts: RunnerOptions): RunningConsumer {
   const maxDeliver = opts.maxDeliver ?? policy.maxDeliver;
   const backoff = opts.backoffMs ?? defaultBackoff;
   const concurrency = Math.max(1, opts.concurrency ?? 4);
+  const batch = opts.batch ?? DEFAULT_BATCH;
   const kinds = opts.kinds ?? CONSUMERS[name].kinds;
+  const limit = limiter(concurrency);
+  if (!opts.handle === !opts.handleBatch) throw new Error(`consumer ${name}: give exactly one of handle and handleBatch`);
   /**
    * Failure signatures per stream sequence, of the deliveries this process saw, to tell poison
    * from exhausted on the last one. In memory: with replicas or after a restart a process sees
@@ -100,31 +153,70 @@ export function runConsumer(opts: RunnerOptions): RunningConsumer {
     if (opts.stage) await ctx.emit(follow(event, 'document.failed.v1', { stage: opts.stage, reason: d.reason, class: d.class }, 99));
   }
 
-  async function processOne(m: JsMsg): Promise<void> {
-    const started = performance.now();
-    const [, documentId = 'unknown', kind = 'unknown'] = m.subject.split('.');
-    if (!kinds.includes(kind as EventKind)) {
-      await m.ackAck();
-      return;
+  type Decoded = { ok: true; event: DocumentEvent } | { ok: false; err: unknown };
+  type Latest = Awaited<ReturnType<typeof latestRevision>>;
+  /** Whether a decoded event is of the newest revision: fresh, stale (with what is newer), or unknown (the log could not be read). */
+  type Staleness = 'fresh' | { stale: Latest } | { unknown: unknown };
+
+  async function processBatch(ms: JsMsg[], settled: (m: JsMsg) => void): Promise<void> {
+    const mine: Array<{ m: JsMsg; documentId: string; kind: string }> = [];
+    const unread: JsMsg[] = [];
+    for (const m of ms) {
+      const [, documentId = 'unknown', kind = 'unknown'] = m.subject.split('.');
+      if (kinds.includes(kind as EventKind)) mine.push({ m, documentId, kind });
+      else unread.push(m);
     }
-    // One consumer span per message, continued from the trace context the message carries; the
-    // events it emits carry that span on, so one trace runs from the HTTP request to the projection.
-    const result = await busTelemetry().consume(
-      { consumer: name, subject: m.subject, documentId, kind, seq: m.seq, deliveryCount: m.info.deliveryCount, headers: headersToRecord(m.headers) },
-      (trace) => handleMessage(m, documentId, trace),
+    const decoded = await Promise.all(mine.map(({ m }) => decodeEvent(bus, m.data).then((event): Decoded => ({ ok: true, event }), (err): Decoded => ({ ok: false, err }))));
+    // Staleness: read once per document of the batch, all at once.
+    const latest = new Map<string, Promise<Latest>>();
+    const staleness = await Promise.all(
+      decoded.map(async (d): Promise<Staleness> => {
+        if (!d.ok || !opts.skipStale) return 'fresh';
+        let p = latest.get(d.event.documentId);
+        if (!p) latest.set(d.event.documentId, (p = latestRevision(bus, d.event.documentId)));
+        try {
+          const l = await p;
+          return l.deleted || d.event.revision < l.revision ? { stale: l } : 'fresh';
+        } catch (err) {
+          return { unknown: err };
+        }
+      }),
     );
-    opts.onOutcome?.(result.outcome, result.event ?? null, performance.now() - started);
+    // The batch handler gets the events that reach it (decoded, fresh) together; the others leave the batch first.
+    const fresh = decoded.filter((d, k) => d.ok && staleness[k] === 'fresh').length;
+    const joinBatch = opts.handleBatch ? gathering(fresh, opts.handleBatch) : null;
+    const runHandler = (event: DocumentEvent, ctx: HandlerContext) =>
+      joinBatch ? joinBatch({ event, ctx }) : limit(() => (loopHandle?.stopping ? Promise.reject(new HandedBack()) : opts.handle!(event, ctx)));
+    await Promise.all([
+      ...unread.map((m) => m.ackAck().finally(() => settled(m))),
+      ...mine.map(async ({ m, documentId, kind }, k) => {
+        const started = performance.now();
+        // One consumer span per message, continued from the trace context the message carries; the
+        // events it emits carry that span on, so one trace runs from the HTTP request to the projection.
+        const result = await busTelemetry().consume(
+          { consumer: name, subject: m.subject, documentId, kind, seq: m.seq, deliveryCount: m.info.deliveryCount, headers: headersToRecord(m.headers) },
+          (trace) => handleMessage(m, documentId, decoded[k]!, staleness[k]!, runHandler, trace),
+        );
+        settled(m);
+        opts.onOutcome?.(result.outcome, result.event ?? null, performance.now() - started);
+      }),
+    ]);
   }
 
   type Handled = ConsumeResult & { event?: DocumentEvent };
 
-  async function handleMessage(m: JsMsg, documentId: string, trace: Record<string, string>): Promise<Handled> {
+  async function handleMessage(
+    m: JsMsg,
+    documentId: string,
+    d: Decoded,
+    staleness: Staleness,
+    runHandler: (event: DocumentEvent, ctx: HandlerContext) => Promise<DocumentEvent[] | void>,
+    trace: Record<string, string>,
+  ): Promise<Handled> {
     const started = performance.now();
     const deliveryCount = m.info.deliveryCount;
-    let event: DocumentEvent;
-    try {
-      event = await decodeEvent(bus, m.data);
-    } catch (err) {
+    if (!d.ok) {
+      const err = d.err;
       if (err instanceof ZodError || err instanceof SyntaxError) {
         const reason = `undecodable: ${errorMessage(err)}`;
         log.error({ err: errorMessage(err), subject: m.subject, seq: m.seq }, 'undecodable message: dead-lettered');
@@ -142,31 +234,44 @@ export function runConsumer(opts: RunnerOptions): RunningConsumer {
       m.nak(backoff(deliveryCount));
       return { outcome: 'retried', reason: errorMessage(err) };
     }
+    const event = d.event;
     const about = { event, eventType: event.type, revision: event.revision };
     const mlog = log.child({ documentId: event.documentId, type: event.type, revision: event.revision, seq: m.seq, deliveryCount });
+    // Every publish is sent at once and awaited with the others before the message is acked.
+    const sent: Promise<unknown>[] = [];
     const ctx: HandlerContext = {
       msg: { seq: m.seq, deliveryCount, subject: m.subject },
       log: mlog,
-      emit: async (e) => {
-        await publishEvent(bus, e, { headers: trace });
+      emit: (e) => {
+        const p = publishEvent(bus, e, { headers: trace });
+        sent.push(p);
+        // Settled with the others below; this only keeps an early failure from being reported as unhandled.
+        p.catch(() => {});
+        return p.then(() => {});
       },
     };
     try {
-      if (opts.skipStale) {
-        const latest = await latestRevision(bus, event.documentId);
-        if (latest.deleted || event.revision < latest.revision) {
-          await m.ackAck();
-          mlog.debug({ latest: latest.revision, deleted: latest.deleted }, 'stale revision: skipped');
-          return { outcome: 'skipped-stale', ...about };
-        }
+      if (staleness !== 'fresh') {
+        if ('unknown' in staleness) throw staleness.unknown;
+        await m.ackAck();
+        mlog.debug({ latest: staleness.stale.revision, deleted: staleness.stale.deleted }, 'stale revision: skipped');
+        return { outcome: 'skipped-stale', ...about };
       }
-      const out = (await opts.handle(event, ctx)) ?? [];
-      for (const e of out) await ctx.emit(e);
+      const out = (await runHandler(event, ctx)) ?? [];
+      for (const e of out) void ctx.emit(e);
+      await Promise.all(sent);
       await m.ackAck();
       attempts.delete(m.seq);
       mlog.debug({ emitted: out.map((e) => e.type), ms: Math.round(performance.now() - started) }, 'event handled');
       return { outcome: 'handled', ...about };
     } catch (err) {
+      if (err instanceof HandedBack) {
+        // stop() was called before its turn came: not started, handed back at once.
+        m.nak();
+        return { outcome: 'retried', reason: 'handed back unstarted at stop', ...about };
+      }
+      // What was sent before the failure must not race the failure's own events.
+      await Promise.allSettled(sent);
       const reason = errorMessage(err);
       try {
         const earlier = attempts.get(m.seq) ?? [];
@@ -179,7 +284,9 @@ export function runConsumer(opts: RunnerOptions): RunningConsumer {
         }
         if (d.lastAttempt) mlog.error({ reason, maxDeliver, class: d.class, seenAttempts: earlier.length + 1 }, 'retries exhausted: failed and dead-lettered');
         else mlog.warn({ reason, class: d.class }, 'permanent failure');
+        sent.length = 0;
         await fail(event, m, d, ctx);
+        await Promise.all(sent);
         await m.ackAck();
         attempts.delete(m.seq);
         return { outcome: d.lastAttempt ? 'dead-lettered' : 'failed', failureClass: d.class, reason, ...about };
@@ -192,5 +299,22 @@ export function runConsumer(opts: RunnerOptions): RunningConsumer {
     }
   }
 
-  return pullLoop({ bus, stream: STREAM_DOCS, durable: CONSUMERS[name].durable, concurrency, log, handle: processOne, ...(opts.keepAlive === false ? { keepAlive: false } : {}) });
+  // Set below, before the first batch can arrive; the handlers ask it whether stop() was called.
+  let loopHandle: PullLoop | null = null;
+  loopHandle = pullLoop({
+    bus,
+    stream: STREAM_DOCS,
+    durable: CONSUMERS[name].durable,
+    // What a process holds is what it works on: replicas × concurrency stays within the
+    // consumer's max_ack_pending (the deployment test checks it), so no replica starves another.
+    capacity: concurrency,
+    batch: { ...batch, size: Math.min(batch.size, concurrency) },
+    log,
+    handle: processBatch,
+    ...(opts.keepAlive === false ? { keepAlive: false } : {}),
+  });
+  return loopHandle;
 }
+
+/** A message whose turn came after stop(): handed back unstarted. */
+class HandedBack extends Error {}

@@ -1,7 +1,7 @@
 import { describe, expect, it } from 'vitest';
 import type { ChunkedData } from '@memstream/contracts';
 import { follow } from './events.js';
-import { stageHandler } from './stage.js';
+import { stageBatchHandler, stageHandler } from './stage.js';
 import { recordingContext, submittedEvent } from './testing.js';
 
 const sub = submittedEvent('x', { revision: 5 });
@@ -67,5 +67,28 @@ describe('a stage over the runner', () => {
 
   it('refuses an event of another type as poison', async () => {
     await expect(chunker().handle(sub, recordingContext())).rejects.toMatchObject({ failureClass: 'poison' });
+  });
+
+  it('a batch stage: the re-driven event is answered from the log, the poison one fails alone, only the rest reach the batch', async () => {
+    const batches: number[][] = [];
+    const handle = stageBatchHandler('chunker', {
+      handleBatch: async (items) => {
+        batches.push(items.map((i) => i.event.revision));
+        return items.map(({ event }) => ({ status: 'fulfilled', value: [follow(event, 'document.chunked.v1', { tokenizer: 'now', chunks: [] })] }));
+      },
+      outputOf: async () => prior,
+    });
+    const other = submittedEvent('y', { revision: 7 });
+    const items = [extracted({ from: 'embed', ofRevision: 2 }), sub, follow(other, 'document.extracted.v1', { title: null, type: 'text', text: 'y', url: null, format: 'plain' })].map((event) => ({
+      event,
+      ctx: recordingContext(),
+    }));
+    const out = await handle(items);
+    expect(batches).toEqual([[7]]);
+    expect(out[0]).toMatchObject({ status: 'fulfilled', value: [{ data: { ...prior, redrive: { from: 'embed', ofRevision: 2 } } }] });
+    expect(out[1]).toMatchObject({ status: 'rejected', reason: { failureClass: 'poison' } });
+    expect(out[2]).toMatchObject({ status: 'fulfilled', value: [{ type: 'document.chunked.v1', revision: 7 }] });
+    // Each event's own stage-started.
+    expect(items.map((i) => i.ctx.emitted.map((e) => e.type))).toEqual([['document.stage-started.v1'], [], ['document.stage-started.v1']]);
   });
 });

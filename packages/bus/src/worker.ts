@@ -5,7 +5,7 @@ import { errorMessage, onShutdown, type Logger } from '@memstream/kit';
 import { busTelemetry } from './events.js';
 import { connectBus, type Bus } from './connect.js';
 import { ensureTopology } from './topology.js';
-import { runConsumer, type Handler, type Outcome } from './runner.js';
+import { runConsumer, type BatchHandler, type Handler, type Outcome } from './runner.js';
 import type { DocumentEvent, EventKind } from '@memstream/contracts';
 
 export interface WorkerOptions {
@@ -25,11 +25,13 @@ export interface WorkerOptions {
    * `more` are further consumers of the same service (2.9 allows one filter subject per consumer).
    */
   setup(bus: Bus): Promise<{
-    handle: Handler;
+    /** Each event on its own, or (handleBatch) a batch at once. */
+    handle?: Handler;
+    handleBatch?: BatchHandler;
     close?: () => Promise<void> | void;
     /** Throws when a store the handler needs cannot be reached (for /readyz). */
     ready?: () => Promise<void>;
-    more?: Array<{ consumer: ConsumerName; handle: Handler; concurrency?: number; skipStale?: boolean }>;
+    more?: Array<{ consumer: ConsumerName; handle?: Handler; handleBatch?: BatchHandler; concurrency?: number; skipStale?: boolean }>;
     /** Stops consumers of other streams the service runs itself (the notifier's deliveries), with the rest, before NATS drains. */
     stopConsuming?: () => Promise<void>;
   }>;
@@ -143,7 +145,7 @@ export async function startWorker(opts: WorkerOptions): Promise<void> {
     const bus = await connectBus({ url: opts.natsUrl, name: `memstream-${opts.consumer}`, log });
     // Every process applies the same topology, with the same overrides, so none undoes another's.
     await ensureTopology(bus.jsm, { ackWaitMs: opts.ackWaitMs });
-    const { handle, close, ready, more = [], stopConsuming } = await opts.setup(bus);
+    const { handle, handleBatch, close, ready, more = [], stopConsuming } = await opts.setup(bus);
     checks = async () => {
       await within(2_000, 'the broker', bus.jsm.getAccountInfo());
       if (ready) await within(2_000, 'the stores', ready());
@@ -162,7 +164,7 @@ export async function startWorker(opts: WorkerOptions): Promise<void> {
       bus,
       consumer: opts.consumer,
       log,
-      handle,
+      ...(handleBatch ? { handleBatch } : { handle: handle! }),
       concurrency: opts.concurrency,
       ...(stage ? { stage } : {}),
       skipStale,
@@ -170,7 +172,7 @@ export async function startWorker(opts: WorkerOptions): Promise<void> {
       ...(opts.onOutcome ? { onOutcome: opts.onOutcome } : {}),
     });
     const others = more.map((m) =>
-      runConsumer({ bus, consumer: m.consumer, log, handle: m.handle, concurrency: m.concurrency ?? opts.concurrency, ...(m.skipStale ? { skipStale: true } : {}) }),
+      runConsumer({ bus, consumer: m.consumer, log, ...(m.handleBatch ? { handleBatch: m.handleBatch } : { handle: m.handle! }), concurrency: m.concurrency ?? opts.concurrency, ...(m.skipStale ? { skipStale: true } : {}) }),
     );
     onShutdown(log, [
       [

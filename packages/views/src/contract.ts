@@ -404,6 +404,25 @@ export function describeDocumentViewsContract(name: string, open: () => Promise<
       expect(await views.get('d1')).toStrictEqual(makeView('d1', { title: 'again', version: 1 }));
     });
 
+    it('writeMany: each write is its own compare-and-set, one result per write in order', async () => {
+      await views.put(makeView('d1', { title: 'one' }), 0);
+      await views.put(makeView('d2'), 0);
+      await views.put(makeView('d3'), 0);
+      const results = await views.writeMany([
+        { id: 'd1', view: makeView('d1', { title: 'two', revision: 2 }), expectedVersion: 1 },
+        { id: 'd2', view: makeView('d2', { title: 'lost' }), expectedVersion: 5 },
+        { id: 'd4', view: makeView('d4', { title: 'new' }), expectedVersion: 0 },
+        { id: 'd3', view: null, expectedVersion: 1 },
+        { id: 'd2', view: null, expectedVersion: 7 },
+      ]);
+      expect(results).toStrictEqual([true, false, true, true, false]);
+      expect(await views.get('d1')).toStrictEqual(makeView('d1', { title: 'two', revision: 2, version: 2 }));
+      expect(await views.get('d2')).toStrictEqual(makeView('d2', { version: 1 }));
+      expect(await views.get('d3')).toBeNull();
+      expect(await views.get('d4')).toStrictEqual(makeView('d4', { title: 'new', version: 1 }));
+      expect(await views.writeMany([])).toStrictEqual([]);
+    });
+
     describe('list paging and ordering', () => {
       // [id, createdAt second, updatedAt second]; b and d share a createdAt to exercise the id tie-break.
       const rows: Array<[string, number, number]> = [

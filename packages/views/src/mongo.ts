@@ -2,7 +2,7 @@ import { MongoClient, MongoServerError } from 'mongodb';
 import type { Collection, Db, Document, Filter, Sort } from 'mongodb';
 import { DOCUMENT_STATUSES } from '@memstream/contracts';
 import type { DocumentStatus, FilterCondition, FilterExpr, Metadata } from '@memstream/contracts';
-import type { DocumentView, DocumentViews, ListQuery } from './port.js';
+import type { DocumentView, DocumentViews, ListQuery, ViewWrite } from './port.js';
 
 /**
  * One metadata key as stored in MongoDB. Metadata is kept as an array of entries (the "attribute
@@ -87,6 +87,13 @@ export class MongoDocumentViews implements DocumentViews {
     const { _id, ...replacement } = stored;
     const result = await this.docs.replaceOne({ _id, version: expectedVersion }, replacement);
     return result.matchedCount === 1;
+  }
+
+  async writeMany(writes: ViewWrite[]): Promise<boolean[]> {
+    // No transaction across documents (none is needed: each write is its own compare-and-set).
+    return Promise.all(
+      writes.map(async (w) => (w.view ? this.put(w.view, w.expectedVersion) : (await this.docs.deleteOne({ _id: w.id, version: w.expectedVersion })).deletedCount === 1)),
+    );
   }
 
   async delete(id: string): Promise<boolean> {

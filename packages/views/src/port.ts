@@ -29,6 +29,13 @@ export interface DocumentView {
   version: number;
 }
 
+/** One write of `writeMany`: store `view` (or delete the document, when null) if the stored version equals `expectedVersion`. */
+export interface ViewWrite {
+  id: string;
+  view: DocumentView | null;
+  expectedVersion: number;
+}
+
 /** What `list` selects and how it pages; every given criterion must hold. */
 export interface ListQuery {
   /** A document matches when it carries any of these tags. Absent or empty: no restriction. */
@@ -56,6 +63,13 @@ export interface DocumentViews {
   put(view: DocumentView, expectedVersion: number): Promise<boolean>;
   /** Remove a document; true when it existed. */
   delete(id: string): Promise<boolean>;
+  /**
+   * Several compare-and-set writes of different documents at once (one transaction where the
+   * store has them: the projection writes a batch of events this way). Each succeeds or fails on
+   * its own, exactly as `put` would; a write with `view` null deletes the document if its stored
+   * version is still `expectedVersion`. One result per write, in order.
+   */
+  writeMany(writes: ViewWrite[]): Promise<boolean[]>;
   /** One page of the matching documents, and how many match in all (ignoring limit and offset). */
   list(query: ListQuery): Promise<{ items: DocumentView[]; total: number }>;
   /** How many documents are in each status; every status is present, zero included. */

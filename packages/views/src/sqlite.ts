@@ -3,7 +3,7 @@ import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import { DOCUMENT_STATUSES } from '@memstream/contracts';
 import type { DocumentStatus, FilterCondition, FilterExpr } from '@memstream/contracts';
-import type { DocumentView, DocumentViews, ListQuery } from './port.js';
+import type { DocumentView, DocumentViews, ListQuery, ViewWrite } from './port.js';
 
 const SCHEMA_VERSION = 1;
 const PAGE_SIZE = 100;
@@ -56,6 +56,7 @@ export class SqliteDocumentViews implements DocumentViews {
   private readonly insertStmt: Database.Statement<unknown[]>;
   private readonly updateStmt: Database.Statement<unknown[]>;
   private readonly deleteStmt: Database.Statement<[string]>;
+  private readonly deleteIfStmt: Database.Statement<[string, number]>;
   private readonly firstPageStmt: Database.Statement<[number], Row>;
   private readonly nextPageStmt: Database.Statement<[string, number], Row>;
   private readonly countStmt: Database.Statement<[], { status: string; n: number }>;
@@ -71,6 +72,7 @@ export class SqliteDocumentViews implements DocumentViews {
        WHERE id = ? AND version = ?`,
     );
     this.deleteStmt = db.prepare('DELETE FROM documents WHERE id = ?');
+    this.deleteIfStmt = db.prepare('DELETE FROM documents WHERE id = ? AND version = ?');
     this.firstPageStmt = db.prepare(`SELECT ${COLUMNS} FROM documents ORDER BY id LIMIT ?`);
     this.nextPageStmt = db.prepare(`SELECT ${COLUMNS} FROM documents WHERE id > ? ORDER BY id LIMIT ?`);
     this.countStmt = db.prepare('SELECT status, count(*) AS n FROM documents GROUP BY status');
@@ -102,6 +104,16 @@ export class SqliteDocumentViews implements DocumentViews {
   }
 
   async put(view: DocumentView, expectedVersion: number): Promise<boolean> {
+    return this.putNow(view, expectedVersion);
+  }
+
+  async writeMany(writes: ViewWrite[]): Promise<boolean[]> {
+    return this.db.transaction(() =>
+      writes.map((w) => (w.view ? this.putNow(w.view, w.expectedVersion) : this.deleteIfStmt.run(w.id, w.expectedVersion).changes === 1)),
+    )();
+  }
+
+  private putNow(view: DocumentView, expectedVersion: number): boolean {
     if (!Number.isSafeInteger(expectedVersion) || expectedVersion < 0) {
       throw new RangeError(`expectedVersion must be a non-negative integer, got ${expectedVersion}`);
     }

@@ -4,6 +4,7 @@ import { dataOfRevision, startWorker } from '@memstream/bus';
 import { createLogger } from '@memstream/kit';
 import { loadConfig } from './config.js';
 import { chunkText, createChunkHandler } from './handlers/index.js';
+import { threadedChunker } from './adapters/chunk-thread.js';
 
 const config = loadConfig();
 const log = createLogger('chunker', { level: config.LOG_LEVEL });
@@ -19,6 +20,10 @@ await startWorker({
     // Build the tokenizer now, not on the first document (it takes a moment), so the first
     // document after a start is as quick as the rest.
     chunkText('warm up the tokenizer', 'plain');
-    return { handle: createChunkHandler({ maxTokens: config.CHUNK_MAX_TOKENS, chunkedOf: (id, rev) => dataOfRevision(bus, id, 'chunked', rev) }) };
+    const chunk = threadedChunker({ inlineChars: config.CHUNK_THREAD_ABOVE_CHARS });
+    return {
+      handle: createChunkHandler({ maxTokens: config.CHUNK_MAX_TOKENS, chunk, chunkedOf: (id, rev) => dataOfRevision(bus, id, 'chunked', rev) }),
+      close: () => chunk.close(),
+    };
   },
 });

@@ -64,6 +64,6 @@ await startWorker({
     });
     const activeEmbedder = async () => modelFor((await models.read()).config?.active.settings);
     const embeddedOf = (documentId: string, revision: number) => dataOfRevision(bus, documentId, 'embedded', revision);
-    return { handle: createEmbedHandler({ embedder, batch: config.EMBED_BATCH, previousVectors, activeEmbedder, embeddedOf }) };
+    return { handleBatch: createEmbedHandler({ embedder, batch: config.EMBED_BATCH, previousVectors, activeEmbedder, embeddedOf }) };
   },
 });

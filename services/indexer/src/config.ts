@@ -4,7 +4,7 @@ import { commonEnv, intFromEnv, parseEnv } from '@memstream/kit';
 /** The indexer's whole environment, parsed once. */
 export const Config = z.object({
   ...commonEnv,
-  INDEXER_CONCURRENCY: intFromEnv(2),
+  INDEXER_CONCURRENCY: intFromEnv(32),
   /** When set, the Qdrant adapter is used instead of the embedded SQLite index. */
   QDRANT_URL: z.string().url().optional(),
   QDRANT_API_KEY: z.string().optional(),

@@ -33,7 +33,7 @@ await startWorker({
       ...(await modelIndexes(bus, indexes)),
     };
     return {
-      handle: createIndexHandler(ports),
+      handleBatch: createIndexHandler(ports),
       more: [{ consumer: 'indexerMeta' as const, handle: createMetadataHandler(ports), skipStale: true }],
       ready: () => index.ping(),
       close: () => indexes.close(),

@@ -13,7 +13,7 @@ export const Config = z.object({
   /** How often the projection looks for stalled documents. */
   STALL_SCAN_MS: z.coerce.number().int().min(50).default(30_000),
   /** Events one process applies at once. */
-  PROJECTION_CONCURRENCY: intFromEnv(16),
+  PROJECTION_CONCURRENCY: intFromEnv(64),
 });
 export type Config = z.infer<typeof Config>;
 export const loadConfig = (): Config => parseEnv(Config);

@@ -56,7 +56,7 @@ await startWorker({
     // memstream_documents{status}: counted in the view store at each scrape.
     const unwatch = watchDocumentStatuses(() => views.countByStatus());
     return {
-      handle: createProjectionHandler(views, { lastSubmitted, tombstoneRevision }),
+      handleBatch: createProjectionHandler(views, { lastSubmitted, tombstoneRevision }),
       ready: () => views.ping(),
       close: async () => {
         unwatch();

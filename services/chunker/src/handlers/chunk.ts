@@ -127,6 +127,17 @@ interface Codec {
 const PIECE_CACHE_LIMIT = 100_000;
 const PIECE_CACHE_MAX_LENGTH = 32;
 
+/**
+ * A pre-token longer than this (in UTF-16 units) is cut into runs of this length before byte-pair
+ * merging. Real words are far shorter; the runs that are not (an 8 MB "word", a base64 blob, a
+ * line of one repeated emoji) would otherwise be merged as one piece: the heap keeps that
+ * n log n, but an 8 MB piece still took tens of seconds per count, and a chunk is counted several
+ * times. Cut, the work is linear in the text. The counts of such runs can differ from tiktoken's
+ * by a token at each cut, which only moves where a window ends; no chunk exceeds maxTokens,
+ * since every chunk is counted with this same function.
+ */
+const MAX_PIECE_LENGTH = 1024;
+
 let codec: Codec | undefined;
 
 /** Built on first use and kept: parsing the 200k ranks takes a few hundred milliseconds. */
@@ -160,17 +171,33 @@ function encode(text: string): number[] {
   pattern.lastIndex = 0;
   for (let m = pattern.exec(text); m !== null; m = pattern.exec(text)) {
     const piece = m[0];
-    let ids = c.cache.get(piece);
-    if (ids === undefined) {
-      ids = encodePiece(c, piece);
-      if (piece.length <= PIECE_CACHE_MAX_LENGTH) {
-        if (c.cache.size >= PIECE_CACHE_LIMIT) c.cache.clear();
-        c.cache.set(piece, ids);
-      }
-    }
-    for (const id of ids) out.push(id);
+    if (piece.length <= MAX_PIECE_LENGTH) encodeCached(c, piece, out);
+    else for (const run of runsOf(piece, MAX_PIECE_LENGTH)) encodeCached(c, run, out);
   }
   return out;
+}
+
+function encodeCached(c: Codec, piece: string, out: number[]): void {
+  let ids = c.cache.get(piece);
+  if (ids === undefined) {
+    ids = encodePiece(c, piece);
+    if (piece.length <= PIECE_CACHE_MAX_LENGTH) {
+      if (c.cache.size >= PIECE_CACHE_LIMIT) c.cache.clear();
+      c.cache.set(piece, ids);
+    }
+  }
+  for (const id of ids) out.push(id);
+}
+
+/** `s` in runs of at most `max` UTF-16 units, never splitting a surrogate pair. */
+function* runsOf(s: string, max: number): Generator<string> {
+  for (let i = 0; i < s.length; ) {
+    let j = Math.min(i + max, s.length);
+    const last = s.charCodeAt(j - 1);
+    if (j < s.length && last >= 0xd800 && last <= 0xdbff) j--;
+    yield s.slice(i, j);
+    i = j;
+  }
 }
 
 function encodePiece(c: Codec, piece: string): number[] {
@@ -496,8 +523,16 @@ function lineRanges(src: string, start: number, end: number): Range[] {
   return out;
 }
 
+/** The longest o200k_base token is 128 bytes, and a UTF-16 unit is at least one byte. */
+const MAX_UNITS_PER_TOKEN = 128;
+
+/** Tokens of `src[start, end)`, or Infinity when it is certainly over `budget` (then it is not counted: it is cut into windows, which are). */
+function tokensUpTo(src: string, start: number, end: number, budget: number): number {
+  return end - start > budget * MAX_UNITS_PER_TOKEN ? Number.POSITIVE_INFINITY : countTokens(src.slice(start, end));
+}
+
 function toElements(src: string, block: Block, budget: number, out: Element[]): void {
-  const tokens = countTokens(src.slice(block.start, block.end));
+  const tokens = tokensUpTo(src, block.start, block.end, budget);
   if (tokens <= budget) {
     out.push({ start: block.start, end: block.end, tokens });
     return;
@@ -506,7 +541,7 @@ function toElements(src: string, block: Block, budget: number, out: Element[]): 
   for (const part of parts) {
     const r = trimRange(src, part.start, part.end);
     if (r.end <= r.start) continue;
-    const t = countTokens(src.slice(r.start, r.end));
+    const t = tokensUpTo(src, r.start, r.end, budget);
     if (t <= budget) out.push({ start: r.start, end: r.end, tokens: t });
     else for (const w of tokenWindows(src, r.start, r.end, budget)) out.push(w);
   }
@@ -667,7 +702,8 @@ function emit(src: string, prefix: string, group: Element[], budget: number, max
   const lastEl = group[group.length - 1] as Element;
   const body = src.slice(firstEl.start, lastEl.end);
   const text = prefix === '' ? body : prefix + PREFIX_SEPARATOR + body;
-  const tokens = countTokens(text);
+  // A lone element without a prefix is exactly the text its count was made from: not counted twice.
+  const tokens = group.length === 1 && prefix === '' ? firstEl.tokens : countTokens(text);
   if (tokens <= maxTokens) {
     out.push({ text, tokens });
     return;

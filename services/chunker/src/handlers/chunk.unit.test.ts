@@ -402,6 +402,24 @@ describe('chunkText', () => {
     expect(chunks.map((c) => c.text).join('')).toBe(emoji);
   });
 
+  it('cuts a 2 MB word (no whitespace, no punctuation) into windows of at most maxTokens, losing nothing (time printed)', () => {
+    // Before long pre-tokens were cut into runs, one 8 MB word kept the chunker busy for minutes.
+    const word = 'abcdefghij'.repeat(200_000);
+    const started = performance.now();
+    const chunks = chunkText(word, 'plain');
+    const ms = performance.now() - started;
+    console.log(`chunkText: a ${(word.length / 1e6).toFixed(1)} MB word -> ${chunks.length} chunks in ${ms.toFixed(0)} ms`);
+    expect(chunks.length).toBeGreaterThan(100);
+    for (const c of chunks) expect(c.tokens).toBeLessThanOrEqual(DEFAULT_MAX_TOKENS);
+    expect(chunks.map((c) => c.text).join('')).toBe(word);
+  });
+
+  it('counts a long run exactly as js-tiktoken up to the run length, then per run', () => {
+    const run = 'xy'.repeat(512);
+    expect(countTokens(run)).toBe(reference.encode(run, [], []).length);
+    expect(countTokens(run + run)).toBe(2 * reference.encode(run, [], []).length);
+  });
+
   it('rejects nonsensical size options', () => {
     expect(() => chunkText('x', 'plain', { maxTokens: 4 })).toThrow(RangeError);
     expect(() => chunkText('x', 'plain', { maxTokens: 100, minTokens: 101 })).toThrow(RangeError);

@@ -26,6 +26,16 @@ describe('chunker handler', () => {
     expect(chunked.causationId).toBe(ctx.emitted[0]!.causationId);
   });
 
+  it('a chunkSize carried from the submitting key’s settings wins over the service’s', async () => {
+    const text = Array.from({ length: 40 }, (_, i) => `## Section ${i}\n\nThe projection folds event ${i} into the view, and replay folds it again the same way.`).join('\n\n');
+    const withSize = follow(sub, 'document.extracted.v1', { title: 't', type: 'text', text, url: null, format: 'markdown', chunkSize: 64 });
+    const out = (await createChunkHandler({ maxTokens: 2048 })(withSize, recordingContext())) ?? [];
+    const chunked = out[0]!;
+    if (chunked.type !== 'document.chunked.v1') throw new Error('expected chunked');
+    expect(chunked.data.chunks.length).toBeGreaterThan(3);
+    for (const c of chunked.data.chunks) expect(c.tokens).toBeLessThanOrEqual(64);
+  });
+
   it('text that yields no chunks fails permanently', async () => {
     await expect(createChunkHandler({ maxTokens: 512 })(extracted('   \n\n  '), recordingContext())).rejects.toThrow(PermanentError);
   });

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { follow, recordingContext, submittedEvent } from '@memstream/bus';
+import { asHandler, follow, recordingContext, submittedEvent } from '@memstream/bus';
 import { decodeVector } from '@memstream/contracts';
 import { HashedEmbedder } from '@memstream/embedder';
 import { createEmbedHandler } from './index.js';
@@ -12,7 +12,7 @@ describe('embedder handler', () => {
     const sub = submittedEvent('x');
     const chunks = Array.from({ length: 5 }, (_, i) => ({ index: i, hash: String(i).repeat(64).slice(0, 64), text: `chunk number ${i} about vectors`, tokens: 5 }));
     const ctx = recordingContext();
-    const out = (await createEmbedHandler({ embedder: counting, batch: 2 })(follow(sub, 'document.chunked.v1', { tokenizer: 'o200k_base', chunks }), ctx)) ?? [];
+    const out = (await asHandler(createEmbedHandler({ embedder: counting, batch: 2 }))(follow(sub, 'document.chunked.v1', { tokenizer: 'o200k_base', chunks }), ctx)) ?? [];
     expect(ctx.emitted.map((e) => e.data)).toEqual([{ stage: 'embedding' }]);
     expect(calls).toBe(3);
     const e = out[0]!;
@@ -26,5 +26,33 @@ describe('embedder handler', () => {
     }
     const again = await embedder.embed([chunks[3]!.text]);
     expect(Array.from(decodeVector(e.data.chunks[3]!.vector))).toEqual(Array.from(again[0]!));
+  });
+
+  it('embeds the chunks of a batch of documents in shared calls; when a shared call fails, each document on its own', async () => {
+    const embedder = new HashedEmbedder({ dim: 16 });
+    const calls: number[] = [];
+    const refusing = {
+      model: embedder.model,
+      dim: embedder.dim,
+      // A remote model that refuses any call holding the text 'refused'.
+      embed: async (t: string[]) => {
+        calls.push(t.length);
+        if (t.some((x) => x.includes('refused'))) throw new Error('400 input refused');
+        return embedder.embed(t);
+      },
+    };
+    const doc = (text: string, n: number) =>
+      follow(submittedEvent(text), 'document.chunked.v1', {
+        tokenizer: 'o200k_base',
+        chunks: Array.from({ length: n }, (_, i) => ({ index: i, hash: `${text}-${i}`.padEnd(64, '0'), text: `${text} ${i}`, tokens: 2 })),
+      });
+    const handle = createEmbedHandler({ embedder: refusing, batch: 8 });
+    const ok = await handle([doc('alpha', 3), doc('beta', 2)].map((event) => ({ event, ctx: recordingContext() })));
+    expect(calls).toEqual([5]);
+    expect(ok.map((r) => r.status)).toEqual(['fulfilled', 'fulfilled']);
+    calls.length = 0;
+    const mixed = await handle([doc('gamma', 2), doc('refused', 1)].map((event) => ({ event, ctx: recordingContext() })));
+    expect(calls).toEqual([3, 2, 1]);
+    expect(mixed.map((r) => r.status)).toEqual(['fulfilled', 'rejected']);
   });
 });

@@ -1,5 +1,5 @@
-import { follow, stageHandler, type Handler, type StageHandler } from '@memstream/bus';
-import { encodeVector, type EmbeddedData } from '@memstream/contracts';
+import { follow, stageBatchHandler, type BatchHandler, type HandlerContext, type StageBatchHandler } from '@memstream/bus';
+import { encodeVector, type DocumentEvent, type EmbeddedData, type EventOf } from '@memstream/contracts';
 import type { Embedder } from '@memstream/embedder';
 
 export interface EmbedderPorts {
@@ -20,38 +20,67 @@ export interface EmbedderPorts {
 }
 
 /**
- * chunked → embedded: one vector per chunk, computed in batches or reused. The runner's stage
+ * chunked → embedded: one vector per chunk, computed or reused; the chunks to compute of every
+ * document of a batch go to the model together, in calls of `batch` texts. The runner's stage
  * wrapper announces stage-started(embedding) and, on a re-drive from index, re-emits the earlier
  * vectors when they are of the model in use now.
  */
-export function createEmbedHandler(ports: EmbedderPorts): Handler {
-  const { batch } = ports;
-  const handle: StageHandler<'embedder'> = async (event, ctx) => {
-    const embedder = (await ports.activeEmbedder?.()) ?? ports.embedder;
-    const chunks = event.data.chunks;
-    const redrive = event.data.redrive;
-    // A re-drive from the embed stage asks for new vectors: the cache of earlier ones is not used.
-    const known = redrive?.from === 'embed' ? new Map<string, string>() : ((await ports.previousVectors?.(event.documentId, embedder.model)) ?? new Map<string, string>());
+export function createEmbedHandler(ports: EmbedderPorts): BatchHandler {
+  /** The documents' events, their vectors computed in shared calls; throws when a call fails. */
+  async function embedAll(embedder: Embedder, items: Array<{ event: EventOf<'document.chunked.v1'>; ctx: HandlerContext }>): Promise<DocumentEvent[][]> {
+    const known = await Promise.all(
+      items.map(async ({ event }) =>
+        // A re-drive from the embed stage asks for new vectors: the cache of earlier ones is not used.
+        event.data.redrive?.from === 'embed' ? new Map<string, string>() : ((await ports.previousVectors?.(event.documentId, embedder.model)) ?? new Map<string, string>()),
+      ),
+    );
+    const todo = new Map<string, string>();
+    items.forEach(({ event }, k) => {
+      for (const c of event.data.chunks) if (!known[k]!.has(c.hash)) todo.set(c.hash, c.text);
+    });
+    const hashes = [...todo.keys()];
     const vectors = new Map<string, string>();
-    const todo = [...new Set(chunks.map((c) => c.hash).filter((h) => !known.has(h)))];
-    const textOf = new Map(chunks.map((c) => [c.hash, c.text]));
-    for (let i = 0; i < todo.length; i += batch) {
-      const hashes = todo.slice(i, i + batch);
-      const out = await embedder.embed(hashes.map((h) => textOf.get(h)!));
-      hashes.forEach((h, j) => vectors.set(h, encodeVector(out[j]!)));
+    for (let i = 0; i < hashes.length; i += ports.batch) {
+      const part = hashes.slice(i, i + ports.batch);
+      const out = await embedder.embed(part.map((h) => todo.get(h)!));
+      part.forEach((h, j) => vectors.set(h, encodeVector(out[j]!)));
     }
-    if (todo.length < chunks.length) ctx.log.info({ computed: todo.length, reused: chunks.length - todo.length }, 'reused vectors of unchanged chunks');
-    return [
-      follow(event, 'document.embedded.v1', {
-        model: embedder.model,
-        dim: embedder.dim,
-        computed: todo.length,
-        chunks: chunks.map((c) => ({ ...c, vector: vectors.get(c.hash) ?? known.get(c.hash)! })),
-      }),
-    ];
+    return items.map(({ event, ctx }, k) => {
+      const chunks = event.data.chunks;
+      const computed = new Set(chunks.map((c) => c.hash).filter((h) => !known[k]!.has(h))).size;
+      if (computed < chunks.length) ctx.log.debug({ computed, reused: chunks.length - computed }, 'reused vectors of unchanged chunks');
+      return [
+        follow(event, 'document.embedded.v1', {
+          model: embedder.model,
+          dim: embedder.dim,
+          computed,
+          chunks: chunks.map((c) => ({ ...c, vector: known[k]!.get(c.hash) ?? vectors.get(c.hash)! })),
+        }),
+      ];
+    });
+  }
+
+  const handleBatch: StageBatchHandler<'embedder'> = async (items) => {
+    const embedder = (await ports.activeEmbedder?.()) ?? ports.embedder;
+    try {
+      return (await embedAll(embedder, items)).map((value) => ({ status: 'fulfilled', value }));
+    } catch (err) {
+      // One document's text may be what a remote model refuses: each document on its own, so
+      // that one fails and the others go on.
+      if (items.length === 1) return [{ status: 'rejected', reason: err }];
+      return Promise.all(
+        items.map(async (item): Promise<PromiseSettledResult<DocumentEvent[]>> => {
+          try {
+            return { status: 'fulfilled', value: (await embedAll(embedder, [item]))[0]! };
+          } catch (reason) {
+            return { status: 'rejected', reason };
+          }
+        }),
+      );
+    }
   };
-  return stageHandler('embedder', {
-    handle,
+  return stageBatchHandler('embedder', {
+    handleBatch,
     ...(ports.embeddedOf ? { outputOf: ports.embeddedOf } : {}),
     // Only vectors of the model in use now: after a model switch they are embedded again.
     reuse: async (prior) => {

@@ -1,6 +1,6 @@
-import { follow, stageHandler, type Handler } from '@memstream/bus';
-import { decodeVector, type Metadata } from '@memstream/contracts';
-import type { ChunkIndex } from '@memstream/chunk-index';
+import { follow, stageBatchHandler, type BatchHandler, type Handler, type HandlerContext, type StageBatchHandler } from '@memstream/bus';
+import { decodeVector, type DocumentEvent, type EventOf, type Metadata } from '@memstream/contracts';
+import type { ChunkIndex, ReplaceDocumentInput } from '@memstream/chunk-index';
 
 export interface IndexerPorts {
   index: ChunkIndex;
@@ -22,38 +22,88 @@ export interface IndexerPorts {
   liveIndexes?: () => Promise<ChunkIndex[]>;
 }
 
-/** embedded → indexed: the index holds exactly this revision's chunks; removed chunks leave it. */
-export function createIndexHandler(ports: IndexerPorts): Handler {
-  return stageHandler('indexer', {
-    handle: async (event, ctx) => {
-      if (await ports.hasFailed?.(event.documentId, event.revision)) {
-        ctx.log.info('this revision failed: its chunks are not indexed');
-        return [];
+/**
+ * embedded → indexed: the index holds exactly this revision's chunks; removed chunks leave it.
+ * A batch's documents are written together, one transaction per index (SQLite); when that fails,
+ * each document is written on its own so only the one at fault fails.
+ */
+export function createIndexHandler(ports: IndexerPorts): BatchHandler {
+  type Item = { event: EventOf<'document.embedded.v1'>; ctx: HandlerContext };
+  type Planned = { k: number; index: ChunkIndex; input: ReplaceDocumentInput };
+  const handleBatch: StageBatchHandler<'indexer'> = async (items) => {
+    const results: Array<PromiseSettledResult<DocumentEvent[]>> = items.map(() => ({ status: 'fulfilled', value: [] }));
+    const planned = (
+      await Promise.all(
+        items.map(async ({ event, ctx }: Item, k): Promise<Planned | null> => {
+          try {
+            if (await ports.hasFailed?.(event.documentId, event.revision)) {
+              ctx.log.info('this revision failed: its chunks are not indexed');
+              return null;
+            }
+            const scope = await ports.documentScope(event.documentId);
+            const d = event.data;
+            const index = (await ports.indexFor?.(d.model, d.dim)) ?? ports.index;
+            const input: ReplaceDocumentInput = {
+              documentId: event.documentId,
+              revision: event.revision,
+              model: d.model,
+              dim: d.dim,
+              containerTags: scope.containerTags,
+              metadata: scope.metadata,
+              chunks: d.chunks.map((c) => ({ index: c.index, hash: c.hash, text: c.text, vector: decodeVector(c.vector) })),
+            };
+            return { k, index, input };
+          } catch (reason) {
+            results[k] = { status: 'rejected', reason };
+            return null;
+          }
+        }),
+      )
+    ).filter((p): p is Planned => p !== null);
+    const byIndex = new Map<ChunkIndex, Planned[]>();
+    for (const p of planned) byIndex.set(p.index, [...(byIndex.get(p.index) ?? []), p]);
+    const written: Array<{ p: Planned; stale: boolean; removed: number }> = [];
+    for (const [index, group] of byIndex) {
+      try {
+        // One document once per call: a redelivered copy in the same batch is written by itself after.
+        const once = new Map(group.map((p) => [p.input.documentId, p]));
+        const firsts = [...once.values()];
+        const res = await index.replaceDocuments(firsts.map((p) => p.input));
+        firsts.forEach((p, i) => written.push({ p, ...res[i]! }));
+        for (const p of group) if (!firsts.includes(p)) written.push({ p, ...(await index.replaceDocument(p.input)) });
+      } catch {
+        for (const p of group) {
+          try {
+            written.push({ p, ...(await index.replaceDocument(p.input)) });
+          } catch (reason) {
+            results[p.k] = { status: 'rejected', reason };
+          }
+        }
       }
-      const scope = await ports.documentScope(event.documentId);
-      const d = event.data;
-      const index = (await ports.indexFor?.(d.model, d.dim)) ?? ports.index;
-      const res = await index.replaceDocument({
-        documentId: event.documentId,
-        revision: event.revision,
-        model: d.model,
-        dim: d.dim,
-        containerTags: scope.containerTags,
-        metadata: scope.metadata,
-        chunks: d.chunks.map((c) => ({ index: c.index, hash: c.hash, text: c.text, vector: decodeVector(c.vector) })),
-      });
-      if (res.stale) {
-        ctx.log.info('index holds a newer revision: nothing to do');
-        return [];
-      }
-      // Deleted or failed while we wrote (the gateway removed its chunks before our write landed): remove them again.
-      if ((await ports.isDeleted(event.documentId)) || (await ports.hasFailed?.(event.documentId, event.revision))) {
-        await index.deleteDocument(event.documentId);
-        return [];
-      }
-      return [follow(event, 'document.indexed.v1', { model: d.model, dim: d.dim, chunkCount: d.chunks.length, removed: res.removed })];
-    },
-  });
+    }
+    await Promise.all(
+      written.map(async ({ p, stale, removed }) => {
+        const { event, ctx } = items[p.k]!;
+        try {
+          if (stale) {
+            ctx.log.info('index holds a newer revision: nothing to do');
+            return;
+          }
+          // Deleted or failed while we wrote (the gateway removed its chunks before our write landed): remove them again.
+          if ((await ports.isDeleted(event.documentId)) || (await ports.hasFailed?.(event.documentId, event.revision))) {
+            await p.index.deleteDocument(event.documentId);
+            return;
+          }
+          const d = event.data;
+          results[p.k] = { status: 'fulfilled', value: [follow(event, 'document.indexed.v1', { model: d.model, dim: d.dim, chunkCount: d.chunks.length, removed })] };
+        } catch (reason) {
+          results[p.k] = { status: 'rejected', reason };
+        }
+      }),
+    );
+    return results;
+  };
+  return stageBatchHandler('indexer', { handleBatch });
 }
 
 /** metadata-updated → the chunks' tags and metadata changed in place, without re-embedding. */

@@ -2,7 +2,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
-import { follow, recordingContext, submittedEvent } from '@memstream/bus';
+import { asHandler, follow, recordingContext, submittedEvent } from '@memstream/bus';
 import { SqliteChunkIndex } from '@memstream/chunk-index';
 import { encodeVector } from '@memstream/contracts';
 import { createIndexHandler, type IndexerPorts } from './index.js';
@@ -39,7 +39,7 @@ describe('indexer: a failed revision is never indexed', () => {
     index = SqliteChunkIndex.open(path.join(dir, 'index.sqlite'));
     const late = embeddedFor(1);
     const ctx = recordingContext();
-    const out = await createIndexHandler(ports(1))(late, ctx);
+    const out = await asHandler(createIndexHandler(ports(1)))(late, ctx);
     expect(out ?? []).toEqual([]);
     expect(await index.getDocumentChunks(late.documentId)).toEqual([]);
   });
@@ -48,7 +48,7 @@ describe('indexer: a failed revision is never indexed', () => {
     dir = mkdtempSync(path.join(tmpdir(), 'indexer-unit-'));
     index = SqliteChunkIndex.open(path.join(dir, 'index.sqlite'));
     const ev = embeddedFor(2);
-    const out = await createIndexHandler(ports(1))(ev, recordingContext());
+    const out = await asHandler(createIndexHandler(ports(1)))(ev, recordingContext());
     expect((out ?? []).map((e) => e.type)).toEqual(['document.indexed.v1']);
     expect(await index.getDocumentChunks(ev.documentId)).toHaveLength(1);
   });

@@ -1,8 +1,8 @@
 import { describe, expect, it } from 'vitest';
-import { follow, submittedEvent } from '@memstream/bus';
+import { follow, recordingContext, submittedEvent } from '@memstream/bus';
 import type { DocumentEvent } from '@memstream/contracts';
 import { SqliteDocumentViews, evolve, sameView, type DocumentView } from '@memstream/views';
-import { applyEvent } from './index.js';
+import { applyEvent, createProjectionHandler } from './index.js';
 
 function fold(events: DocumentEvent[]): DocumentView | null {
   return events.reduce<DocumentView | null>((v, e) => evolve(v, e), null);
@@ -77,5 +77,37 @@ describe('projection: applyEvent, deliveries out of order', () => {
     const views = SqliteDocumentViews.open(':memory:');
     for (const e of [sub2, sub1]) await applyEvent(views, e, ports(1));
     expect((await views.get('d1'))!.createdAt).toBe(sub2.occurredAt);
+  });
+});
+
+describe('projection: a batch', () => {
+  it('applies a batch in one write per document: the same views as one event at a time, and a lost race applied again', async () => {
+    const sub2 = submittedEvent('second', { documentId: 'd2', revision: 1, occurredAt: '2026-01-01T00:00:00.000Z' });
+    const events = [sub1, started('extracting'), sub2, extracted, started('chunking'), indexed(), started('extracting', sub2), indexed(sub2)];
+    const oneByOne = SqliteDocumentViews.open(':memory:');
+    for (const e of events) await applyEvent(oneByOne, e);
+    const batched = SqliteDocumentViews.open(':memory:');
+    // Another writer (a replica) gets to d2 first: the batch's compare-and-set on d2 loses and is applied again.
+    let raced = false;
+    const racing = Object.assign(Object.create(batched) as SqliteDocumentViews, {
+      writeMany: async (writes: Parameters<SqliteDocumentViews['writeMany']>[0]) => {
+        if (!raced) {
+          raced = true;
+          await applyEvent(batched, sub2);
+        }
+        return batched.writeMany(writes);
+      },
+    });
+    const results = await createProjectionHandler(racing)(events.map((event) => ({ event, ctx: recordingContext() })));
+    expect(results.every((r) => r.status === 'fulfilled')).toBe(true);
+    for (const id of ['d1', 'd2']) {
+      const a = (await oneByOne.get(id))!;
+      const b = (await batched.get(id))!;
+      expect(sameView(a, b), id).toBe(true);
+      expect(b.status).toBe('done');
+    }
+    // d1 in one write (version 1); d2 by the racing writer, then its events again one by one.
+    expect((await batched.get('d1'))!.version).toBe(1);
+    expect((await batched.get('d2'))!.version).toBeGreaterThan(1);
   });
 });
