@@ -19,6 +19,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
+import { rng } from '../test/retrieval/manpages.js';
 import { SERVICES, commandArgs, spawnService, startNatsServer, stopProcess, type ServiceProcess } from '@memstream/cli';
 
 const USAGE = `usage: ./memstream bench conversations [--people 6] [--sessions 6] [--seed 7] [--json] [--verbose]
@@ -38,16 +39,6 @@ const PEOPLE = Number(values.people);
 const SESSIONS = Number(values.sessions);
 const BUDGETS = [500, 1000, 2000];
 
-function rng(seed: number): () => number {
-  let a = seed >>> 0;
-  return () => {
-    a = (a + 0x6d2b79f5) >>> 0;
-    let t = a;
-    t = Math.imul(t ^ (t >>> 15), t | 1);
-    t ^= t + Math.imul(t ^ (t >>> 7), t | 61);
-    return ((t ^ (t >>> 14)) >>> 0) / 4294967296;
-  };
-}
 
 const NAMES = ['Priya Raman', 'Tomás Silva', 'Ana Kowalski', 'Jonas Berg', 'Mei Chen', 'Omar Haddad', 'Lena Fischer', 'Diego Ruiz', 'Sara Nilsson', 'Kofi Mensah'];
 const CITIES = ['Lisbon', 'Berlin', 'Porto', 'Madrid', 'Vienna', 'Oslo', 'Dublin', 'Prague', 'Krakow', 'Lyon'];

@@ -20,7 +20,8 @@ import { commandArgs } from '@memstream/cli';
 const USAGE = `usage: ./memstream bench retrieval [--docs 3000] [--queries 500] [--seed 7] [--onnx DIR | --embedder hashed|static]
          [--sweep 0,0.1,0.2 --floors 0.2] [--conversations 60] [--only manpages|conversations] [--json]
 
-recall@10 and MRR@10 of dense, keyword and hybrid search over the manual-page test set, and
+recall@10 and MRR@10 of dense, keyword and hybrid search, and of the default search of /v3/search
+and /v4/search (through the gateway's handlers), over the manual-page test set, and
 evidence recall over generated multi-session conversations.`;
 const { values } = commandArgs('bench retrieval', USAGE, {
   options: {
@@ -53,7 +54,7 @@ const sweep = (values.sweep ?? '')
 if (!values.json) console.log(`machine: ${cpus().length} × ${cpus()[0]?.model ?? '?'}, load ${loadavg()[0]!.toFixed(2)}, node ${process.version}`);
 if (values.only !== 'conversations') {
   const set = loadRetrievalSet({ docs: Number(values.docs), queries: Number(values.queries), seed: Number(values.seed) });
-  const e = await evaluate(set, embedder, { sweep });
+  const e = await evaluate(set, embedder, { sweep, endpoints: true });
   if (values.json) console.log(JSON.stringify({ ...e, set: set.stats }));
   else {
     console.log(`pages read: ${set.stats.usable} usable of ${set.stats.files} files (${set.stats.duplicates} ambiguous descriptions not used as queries)`);

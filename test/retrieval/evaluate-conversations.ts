@@ -100,7 +100,7 @@ export async function evaluateConversations(convs: Conversation[], embedder: Emb
       return found;
     };
     const recall = {} as ConversationEvaluation['recall'];
-    for (const mode of ['dense', 'keyword', 'hybrid', 'bm25-turns'] as const) recall[mode] = await score(mode, mode === 'hybrid' ? opts.fusion : undefined);
+    for (const mode of ['dense', 'keyword', 'hybrid', 'bm25-turns'] as const) recall[mode] = await score(mode, mode === 'hybrid' ? (opts.fusion ?? embedder.fusion) : undefined);
     const sweep: ConversationEvaluation['sweep'] = [];
     for (const fusion of opts.sweep ?? []) sweep.push({ fusion, recall: await score('hybrid', fusion) });
     return { conversations: convs.length, questions: questions.length, chunks, model: embedder.model, recall, sweep };

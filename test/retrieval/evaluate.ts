@@ -12,10 +12,19 @@ import type { Fusion } from '../../packages/chunk-index/src/shared.js';
 import { SqliteChunkIndex } from '../../packages/chunk-index/src/sqlite.js';
 import type { Embedder } from '../../packages/embedder/src/port.js';
 import { chunkText } from '../../services/chunker/src/handlers/chunk.js';
+import { searchDocuments, searchMemories } from '../../services/gateway/src/handlers/search.js';
+import { SqliteDocumentViews, type DocumentView } from '@memstream/views';
 import type { RetrievalSet } from './manpages.js';
 
 export const MODES = ['dense', 'keyword', 'hybrid'] as const;
 export type Mode = (typeof MODES)[number];
+/**
+ * The endpoints' default search, through the gateway's own handlers over the same index: POST
+ * /v3/search and POST /v4/search with nothing but `q` (v4 as it answers without a memory store:
+ * chunk hits, one per chunk; with one, its default mode searches memories instead).
+ */
+export const ENDPOINTS = ['v3-default', 'v4-chunks'] as const;
+export type Endpoint = (typeof ENDPOINTS)[number];
 /** What every mode is measured against: textbook BM25 over the same chunks, in the same run. */
 export const BASELINE = 'bm25' as const;
 export const TAGS = ['tag-a', 'tag-b', 'tag-c', 'tag-d'];
@@ -37,7 +46,7 @@ export interface Evaluation {
   queries: number;
   model: string;
   indexMs: number;
-  scores: Record<Mode | typeof BASELINE, ModeScore>;
+  scores: Record<Mode | typeof BASELINE, ModeScore> & Partial<Record<Endpoint, ModeScore>>;
   /** Hits that carried none of the query's container tags (must be 0). */
   tagLeaks: number;
   /** Tag-restricted queries whose relevant page (same tag) was found in the top 10, hybrid. */
@@ -108,8 +117,10 @@ function rankDocuments(hits: { documentId: string }[]): string[] {
 export async function evaluate(
   set: RetrievalSet,
   embedder: Embedder,
-  opts: { maxTokens?: number; index?: ChunkIndex; sweep?: Fusion[]; fusion?: Fusion } = {},
+  opts: { maxTokens?: number; index?: ChunkIndex; sweep?: Fusion[]; fusion?: Fusion; endpoints?: boolean } = {},
 ): Promise<Evaluation> {
+  // Hybrid as the endpoints ask for it: the model's own fusion when it has one.
+  const fusion = opts.fusion ?? embedder.fusion;
   const dir = opts.index ? null : mkdtempSync(path.join(tmpdir(), 'memstream-retrieval-'));
   const index = opts.index ?? SqliteChunkIndex.open(path.join(dir!, 'index.sqlite'));
   try {
@@ -155,16 +166,30 @@ export async function evaluate(
       ms.sort((a, b) => a - b);
       return { recallAt10: found / set.queries.length, mrrAt10: rr / set.queries.length, p50Ms: pct(ms, 50), p95Ms: pct(ms, 95) };
     };
-    const scores = {} as Record<Mode | typeof BASELINE, ModeScore>;
+    const scores = {} as Evaluation['scores'];
     scores[BASELINE] = await scoreQueries((q) => bm25.search(q.q, DEPTH));
     for (const mode of MODES) {
       scores[mode] = await scoreQueries((q, i) => {
         const query: SearchQuery = { mode, limit: DEPTH };
         if (mode !== 'keyword') Object.assign(query, { vector: qvecs[i]!, model: embedder.model });
         if (mode !== 'dense') query.text = q.q;
-        if (mode === 'hybrid' && opts.fusion) query.fusion = opts.fusion;
+        if (mode === 'hybrid' && fusion) query.fusion = fusion;
         return index.search(query);
       });
+    }
+
+    if (opts.endpoints) {
+      const views = SqliteDocumentViews.open(':memory:');
+      try {
+        for (const d of set.docs) await views.put(viewOf(d.id, tagOf.get(d.id)!), 0);
+        const ports = { index, views, embedder };
+        scores['v3-default'] = await scoreQueries(async (q) => (await searchDocuments(ports, { q: q.q, limit: K })).results);
+        // v4 answers chunks, several of them often from one document: asked for as many as the
+        // index modes are (DEPTH), then ranked by document like them.
+        scores['v4-chunks'] = await scoreQueries(async (q) => (await searchMemories(ports, { q: q.q, limit: DEPTH })).results.map((r) => ({ documentId: r.documents?.[0]?.id ?? r.id })));
+      } finally {
+        await views.close();
+      }
     }
 
     const sweep: Evaluation['sweep'] = [];
@@ -178,7 +203,7 @@ export async function evaluate(
     let taggedFound = 0;
     for (const [i, q] of set.queries.entries()) {
       const tag = tagOf.get(q.relevant)!;
-      const hits = await index.search({ mode: 'hybrid', limit: DEPTH, vector: qvecs[i]!, model: embedder.model, text: q.q, containerTags: [tag], ...(opts.fusion ? { fusion: opts.fusion } : {}) });
+      const hits = await index.search({ mode: 'hybrid', limit: DEPTH, vector: qvecs[i]!, model: embedder.model, text: q.q, containerTags: [tag], ...(fusion ? { fusion } : {}) });
       tagLeaks += hits.filter((h) => !h.containerTags.includes(tag)).length;
       if (rankDocuments(hits).slice(0, K).includes(q.relevant)) taggedFound++;
     }
@@ -201,10 +226,19 @@ export async function evaluate(
   }
 }
 
+/** A finished document's view, as the projection would hold it (the handlers read titles and tags from it). */
+function viewOf(id: string, tag: string): DocumentView {
+  const at = new Date(0).toISOString();
+  return {
+    id, customId: null, revision: 1, status: 'done', title: id, type: 'text', content: '', summary: null, url: null, filepath: null, source: null,
+    metadata: {}, containerTags: [tag], taskType: 'memory', contentHash: null, error: null, chunkCount: 0, metadataVersion: 0, createdAt: at, updatedAt: at, version: 0,
+  };
+}
+
 export function formatEvaluation(e: Evaluation): string {
-  const rows = [...MODES, BASELINE].map(
+  const rows = [...MODES, ...ENDPOINTS.filter((m) => e.scores[m]), BASELINE].map(
     (m) =>
-      `  ${m.padEnd(8)} recall@10 ${e.scores[m].recallAt10.toFixed(3)}  MRR@10 ${e.scores[m].mrrAt10.toFixed(3)}  p50 ${e.scores[m].p50Ms.toFixed(1)} ms  p95 ${e.scores[m].p95Ms.toFixed(1)} ms`,
+      `  ${m.padEnd(10)} recall@10 ${e.scores[m]!.recallAt10.toFixed(3)}  MRR@10 ${e.scores[m]!.mrrAt10.toFixed(3)}  p50 ${e.scores[m]!.p50Ms.toFixed(1)} ms  p95 ${e.scores[m]!.p95Ms.toFixed(1)} ms`,
   );
   return [
     `retrieval: ${e.queries} queries over ${e.docs} manual pages (${e.chunks} chunks), ${e.model}, indexed in ${(e.indexMs / 1000).toFixed(1)} s`,

@@ -3,6 +3,7 @@
  * SQLite and in Qdrant: words (as FTS5's unicode61 sees them, diacritics folded), Porter2 stems,
  * English stop words dropped from queries, and word bigrams for a small proximity boost.
  */
+import { STOPWORDS } from '@memstream/contracts';
 import stemWord from 'wink-porter2-stemmer';
 
 /** At most this many distinct words of a keyword query are used: bounds the cost of one query. */
@@ -17,22 +18,8 @@ export function tokenize(text: string): string[] {
   return text.toLowerCase().match(/[\p{L}\p{N}\p{M}]+/gu) ?? [];
 }
 
-/**
- * English function words (the NLTK list, which is what the experiments behind issue 13 used).
- * They carry almost no BM25 weight but make an OR query match most of the index, which is what
- * made keyword search slow: "number of last error" scored every chunk containing "of". Documents
- * still index them; queries drop them.
- */
-export const STOPWORDS: ReadonlySet<string> = new Set(
-  (
-    'i me my myself we our ours ourselves you your yours yourself yourselves he him his himself she her hers herself ' +
-    'it its itself they them their theirs themselves what which who whom this that these those am is are was were be ' +
-    'been being have has had having do does did doing a an the and but if or because as until while of at by for with ' +
-    'about against between into through during before after above below to from up down in out on off over under ' +
-    'again further then once here there when where why how all any both each few more most other some such no nor not ' +
-    'only own same so than too very s t can will just don should now d ll m o re ve y'
-  ).split(' '),
-);
+/** English function words: queries drop them (see @memstream/contracts' STOPWORDS). */
+export { STOPWORDS };
 
 const STEMS = new Map<string, string>();
 const STEM_CACHE_MAX = 200_000;

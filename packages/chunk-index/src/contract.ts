@@ -182,6 +182,23 @@ export function describeChunkIndexContract(name: string, open: () => Promise<Con
       return out;
     }
 
+    it('replaceDocuments: several documents at once, each as replaceDocument would, one result per input', async () => {
+      await index.replaceDocument(makeDoc({ id: 'many-1', revision: 2, texts: ['kept one'] }));
+      const res = await index.replaceDocuments([
+        makeDoc({ id: 'many-1', revision: 1, texts: ['older'] }),
+        makeDoc({ id: 'many-2', texts: ['two a', 'two b'] }),
+        makeDoc({ id: 'many-3', texts: ['three'] }),
+      ]);
+      expect(res).toEqual([
+        { upserted: 0, removed: 0, stale: true },
+        { upserted: 2, removed: 0, stale: false },
+        { upserted: 1, removed: 0, stale: false },
+      ]);
+      expect((await index.getDocumentChunks('many-1')).map((c) => c.text)).toEqual(['kept one']);
+      expect((await index.getDocumentChunks('many-2')).map((c) => c.text)).toEqual(['two a', 'two b']);
+      expect(await index.replaceDocuments([])).toEqual([]);
+    });
+
     it('round-trips a replaced document through getDocumentChunks, in index order', async () => {
       const doc = makeDoc({
         id: 'doc-roundtrip',
@@ -357,6 +374,61 @@ export function describeChunkIndexContract(name: string, open: () => Promise<Con
       const hits = await index.search({ mode: 'dense', vector: q, model: 'model-a', containerTags: ['t1'], limit: 10 });
       const expected = bruteForce(docs.filter((d) => d.containerTags.includes('t1')), q, 'model-a', 10);
       expect(hitKeys(hits)).toEqual(expected.map((e) => e.key));
+    });
+
+    it('dense search after deletions and replacements returns the exact top-k of the live chunks, with and without a tag filter', async () => {
+      // An approximate index keeps deleted points in its graph and marks them: none may come back,
+      // a replaced chunk must be found by its new vector only, and a tag filter must still fill
+      // the limit from the tag's own chunks.
+      const rand = rng(777);
+      const dim = 16;
+      const live = new Map<string, ReplaceDocumentInput>();
+      for (let d = 0; d < 90; d++) {
+        const doc = makeDoc({
+          id: `churn-${d}`,
+          dim,
+          tags: [`t${d % 3}`],
+          texts: [0, 1, 2].map((i) => `churn doc ${d} chunk ${i}`),
+          vectors: [0, 1, 2].map(() => unitVector(rand, dim)),
+        });
+        await index.replaceDocument(doc);
+        live.set(doc.documentId, doc);
+      }
+      const query = unitVector(rand, dim);
+      // Warm whatever the adapter keeps in memory, so the changes below are applied to it.
+      await index.search({ mode: 'dense', vector: query, model: 'model-a', limit: 10 });
+      const nearest = bruteForce([...live.values()], query, 'model-a', 12);
+      // Delete the documents of the six nearest chunks, and give the next ones new vectors.
+      const gone = [...new Set(nearest.slice(0, 6).map((e) => e.key.split('#')[0]!))];
+      for (const id of gone) {
+        expect(await index.deleteDocument(id)).toBe(3);
+        live.delete(id);
+      }
+      for (const id of [...new Set(nearest.slice(6).map((e) => e.key.split('#')[0]!))].filter((x) => live.has(x))) {
+        const old = live.get(id)!;
+        const doc = makeDoc({
+          id,
+          revision: 2,
+          dim,
+          tags: old.containerTags,
+          texts: [0, 1, 2].map((i) => `churn doc ${id} chunk ${i} again`),
+          vectors: [0, 1, 2].map(() => unitVector(rand, dim)),
+        });
+        await index.replaceDocument(doc);
+        live.set(id, doc);
+      }
+      // And the query itself as a new chunk: it must come first at cosine 1.
+      const exactDoc = makeDoc({ id: 'churn-query', dim, tags: ['t1'], texts: ['the query itself'], vectors: [query] });
+      await index.replaceDocument(exactDoc);
+      live.set(exactDoc.documentId, exactDoc);
+      for (const tags of [undefined, ['t1'], ['t0', 't2']]) {
+        const hits = await index.search({ mode: 'dense', vector: query, model: 'model-a', limit: 10, ...(tags ? { containerTags: tags } : {}) });
+        const pool = [...live.values()].filter((d) => !tags || d.containerTags.some((t) => tags.includes(t)));
+        const expected = bruteForce(pool, query, 'model-a', 10);
+        expect(hitKeys(hits), JSON.stringify(tags)).toEqual(expected.map((e) => e.key));
+        hits.forEach((hit, i) => expect(Math.abs(hit.score - expected[i]!.score)).toBeLessThan(1e-5));
+        for (const id of gone) expect(hits.some((h) => h.documentId === id)).toBe(false);
+      }
     });
 
     it('never returns chunks of another model', async () => {

@@ -4,6 +4,7 @@ import { SqliteChunkIndex } from './sqlite.js';
 
 export * from './port.js';
 export * from './sqlite.js';
+export { annDir, removeAnnFiles } from './ann.js';
 export * from './qdrant.js';
 export * from './qdrant-translate.js';
 export { RRF_K, DEFAULT_FUSION, denseScale, hybridDepth, normaliseKeywordScore, queryTerms, tokenize, type Fusion } from './shared.js';

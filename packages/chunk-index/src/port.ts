@@ -91,6 +91,12 @@ export interface ChunkIndex {
    */
   replaceDocument(input: ReplaceDocumentInput): Promise<{ upserted: number; removed: number; stale: boolean }>;
   /**
+   * `replaceDocument` for several documents (each at most once) at once: in one transaction where
+   * the store has them (the indexer writes a batch this way). One result per input, in order;
+   * throws, writing nothing where it can, when any input is invalid.
+   */
+  replaceDocuments(inputs: ReplaceDocumentInput[]): Promise<Array<{ upserted: number; removed: number; stale: boolean }>>;
+  /**
    * Change tags or metadata of every chunk of a document in place, without re-embedding. A given
    * field replaces the stored one whole (metadata is not merged); an unknown document is ignored.
    */

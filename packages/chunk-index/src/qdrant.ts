@@ -98,6 +98,14 @@ export class QdrantChunkIndex implements ChunkIndex {
     return index;
   }
 
+  async replaceDocuments(inputs: ReplaceDocumentInput[]): Promise<Array<{ upserted: number; removed: number; stale: boolean }>> {
+    // No transactions in Qdrant: one document after another, each as replaceDocument does it.
+    for (const input of inputs) validateReplace(input);
+    const out: Array<{ upserted: number; removed: number; stale: boolean }> = [];
+    for (const input of inputs) out.push(await this.replaceDocument(input));
+    return out;
+  }
+
   async replaceDocument(input: ReplaceDocumentInput): Promise<{ upserted: number; removed: number; stale: boolean }> {
     this.assertOpen();
     validateReplace(input);

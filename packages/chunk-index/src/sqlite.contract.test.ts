@@ -1,13 +1,14 @@
 import { createHash } from 'node:crypto';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { cpSync, existsSync, mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import { join } from 'node:path';
 import { afterEach, describe, expect, it } from 'vitest';
 import { describeChunkIndexContract } from './contract.js';
 import type { ReplaceDocumentInput } from './port.js';
 import { SqliteChunkIndex } from './sqlite.js';
+import { annDir, annFile } from './ann.js';
 
-function tempIndex(opts: { vectorCacheBytes?: number } = {}) {
+function tempIndex(opts: { vectorCacheBytes?: number; annMinRows?: number } = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'chunk-index-'));
   const path = join(dir, 'chunks.db');
   const index = SqliteChunkIndex.open(path, opts);
@@ -31,6 +32,8 @@ function tempIndex(opts: { vectorCacheBytes?: number } = {}) {
 describeChunkIndexContract('SqliteChunkIndex', async () => tempIndex());
 // The same suite with the in-memory vector matrix disabled: every dense query streams blobs.
 describeChunkIndexContract('SqliteChunkIndex without vector cache', async () => tempIndex({ vectorCacheBytes: 0 }));
+// The same suite with every dense search answered by the nearest-neighbour graph (at any size).
+describeChunkIndexContract('SqliteChunkIndex through the ANN graph', async () => tempIndex({ annMinRows: 0 }));
 
 function unit(seed: number, dim: number): Float32Array {
   let a = seed;
@@ -97,12 +100,15 @@ describe('SqliteChunkIndex across processes sharing one file', () => {
     expect(await reader.stats()).toEqual({ documents: 2, chunks: 3 });
   });
 
-  it('a reader that catches up from the change log answers like a brute-force scan, through many interleaved writes', async () => {
-    // The reader keeps its matrix and applies chunk_changes; every answer is checked against the
-    // exact top-k of the chunks the store holds at that moment. Deleting the newest document
-    // makes SQLite reuse its rowids (no AUTOINCREMENT on chunks), the case a "rowid > last
-    // seen" shortcut would get wrong.
-    const h = tempIndex();
+  it.each([
+    ['an exact scan', Number.POSITIVE_INFINITY],
+    ['the ANN graph', 0],
+  ])('a reader that catches up from the change log answers like a brute-force scan, through many interleaved writes (%s)', async (_, annMinRows) => {
+    // The reader keeps its matrix (and graph) and applies chunk_changes; every answer is checked
+    // against the exact top-k of the chunks the store holds at that moment. Deleting the newest
+    // document makes SQLite reuse its rowids (no AUTOINCREMENT on chunks), the case a "rowid >
+    // last seen" shortcut would get wrong.
+    const h = tempIndex({ annMinRows });
     handles.push(h);
     const writer = h.index;
     const reader = await h.reopen();
@@ -154,6 +160,9 @@ describe('SqliteChunkIndex across processes sharing one file', () => {
     // Every answer above came from catching up, not from reading all vectors again (a wrong
     // catch-up could otherwise hide behind the reload that follows a failed lookup).
     expect(reader.vectorCacheStats()).toEqual({ loads: 1, catchUps: 150 });
+    const { ann, exact } = (reader as SqliteChunkIndex).annStats();
+    if (annMinRows === 0) expect({ ann, exact }).toEqual({ ann: 301, exact: 0 });
+    else expect(ann).toBe(0);
   });
 
   it('dense search over 10k chunks × 256 dims stays fast', async () => {
@@ -176,6 +185,48 @@ describe('SqliteChunkIndex across processes sharing one file', () => {
     const median = times[12]!;
     // The target is well under 50 ms; the bound is loose because test machines are shared.
     expect(median).toBeLessThan(150);
+  }, 120_000);
+});
+
+describe('SqliteChunkIndex nearest-neighbour graph', () => {
+  it('is built in the background, saved beside the file, loaded by the next process, and never used with another file', async () => {
+    const h = tempIndex({ annMinRows: 0 });
+    const other = tempIndex({ annMinRows: 0 });
+    try {
+      const dim = 16;
+      // 1,500 chunks: more than a search builds in place, so the graph is built in the background.
+      for (let d = 0; d < 300; d++) {
+        await h.index.replaceDocument(doc(`g${d}`, 1, Array.from({ length: 5 }, (_, i) => unit(d * 5 + i + 1, dim)), [`t${d % 4}`]));
+      }
+      const q = unit(424242, dim);
+      const exact = await h.index.search({ mode: 'dense', vector: q, model: 'm', limit: 10 });
+      expect(h.index.annStats()).toMatchObject({ ann: 0, exact: 1 });
+      expect(await h.index.prepareAnn()).toEqual([{ model: 'm', dim, points: 1500 }]);
+      const viaGraph = await h.index.search({ mode: 'dense', vector: q, model: 'm', limit: 10 });
+      expect(h.index.annStats()).toMatchObject({ ann: 1, exact: 1, builds: 1, loads: 0 });
+      expect(viaGraph.map((x) => `${x.documentId}#${x.index}`)).toEqual(exact.map((x) => `${x.documentId}#${x.index}`));
+      expect(existsSync(annFile(h.path, 'm', dim))).toBe(true);
+
+      // A change after the save, then a new process: it loads the graph and catches it up from the log.
+      await h.index.replaceDocument(doc('fresh', 1, [q]));
+      const reader = await h.reopen();
+      expect(await reader.prepareAnn()).toEqual([{ model: 'm', dim, points: 1501 }]);
+      const hits = await reader.search({ mode: 'dense', vector: q, model: 'm', limit: 3, containerTags: ['t'] });
+      expect(hits.map((x) => x.documentId)).toEqual(['fresh']);
+      expect(reader.annStats()).toMatchObject({ ann: 1, exact: 0, builds: 0, loads: 1 });
+
+      // Another index file with this file's graphs copied beside it: their identity differs, so it builds its own.
+      await other.index.replaceDocument(doc('x', 1, Array.from({ length: 3 }, (_, i) => unit(900 + i, dim))));
+      await other.index.close();
+      cpSync(annDir(h.path), annDir(other.path), { recursive: true });
+      const third = await other.reopen();
+      expect(await third.prepareAnn()).toEqual([{ model: 'm', dim, points: 3 }]);
+      expect(third.annStats()).toMatchObject({ builds: 1, loads: 0 });
+      expect((await third.search({ mode: 'dense', vector: q, model: 'm', limit: 10 })).map((x) => x.documentId)).toEqual(['x', 'x', 'x']);
+    } finally {
+      await h.cleanup();
+      await other.cleanup();
+    }
   }, 120_000);
 });
 

@@ -4,6 +4,7 @@ import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import type { FilterExpr, Metadata } from '@memstream/contracts';
 import type { ChunkIndex, ReplaceDocumentInput, SearchHit, SearchQuery, StoredChunk } from './port.js';
+import { AnnGraph, annFile } from './ann.js';
 import { MAX_QUERY_TERMS, STOPWORDS, analyseQuery, documentTerms, tokenize } from './analyse.js';
 import {
   DEFAULT_FUSION,
@@ -16,7 +17,7 @@ import {
   validateReplace,
 } from './shared.js';
 
-const SCHEMA_VERSION = 3;
+const SCHEMA_VERSION = 4;
 const DEFAULT_VECTOR_CACHE_BYTES = 256 * 1024 * 1024;
 const LITTLE_ENDIAN = endianness() === 'LE';
 
@@ -114,6 +115,10 @@ CREATE TRIGGER IF NOT EXISTS chunk_changes_update AFTER UPDATE OF vector, model,
   INSERT INTO chunk_changes (op, chunk_rowid, model, dim) VALUES (0, old.rowid, old.model, old.dim);
   INSERT INTO chunk_changes (op, chunk_rowid, model, dim) VALUES (1, new.rowid, new.model, new.dim);
 END;
+-- Schema 4: a random identity of this file. A nearest-neighbour graph saved beside it (ann.ts)
+-- records it, so a graph is never used with another file (a rebuilt index swapped in by name).
+CREATE TABLE IF NOT EXISTS index_identity (id TEXT NOT NULL);
+INSERT INTO index_identity (id) SELECT lower(hex(randomblob(16))) WHERE NOT EXISTS (SELECT 1 FROM index_identity);
 `;
 
 /**
@@ -164,7 +169,59 @@ interface VectorMatrix {
    * SQLite once per tag and version instead of on every query took a tag-filtered dense search at
    * 100k chunks from ~200 ms (the SQL) to the cost of scoring the tag's rows.
    */
-  restricted: Map<string, Int32Array>;
+  restricted: Map<string, Restricted>;
+}
+
+/** The rows of the matrix that pass one restriction, and (made when a graph search needs it) their rowids as a set. */
+interface Restricted {
+  rows: Int32Array;
+  ids?: Set<number>;
+}
+
+/**
+ * The nearest-neighbour graph of one (model, dim), kept at the change-log position `seq` like a
+ * matrix. `busy` while a background load, build or catch-up runs (one at a time).
+ */
+interface AnnState {
+  graph: AnnGraph | null;
+  seq: number;
+  busy: boolean;
+  /** Changes applied since the graph was last written to its file. */
+  unsaved: number;
+  savedAt: number;
+}
+
+/**
+ * Below this many candidate rows (the model's, or those passing a tag or filter restriction) a
+ * dense search scans them exactly: ~4 ms at 10k × 384 on one core, and exact. Above it the graph
+ * answers (when built), and its candidates are rescored exactly from the matrix.
+ */
+const DEFAULT_ANN_MIN_ROWS = 10_000;
+/** A restricted search uses the graph from this many times annMinRows restricted rows. */
+const ANN_FILTERED_MIN_FACTOR = 4;
+/** A graph this far behind the change log is caught up in the background, not inside a search. */
+const ANN_SYNC_CATCH_UP = 512;
+/** A graph of at most this many vectors is built inside the search that needs it; larger ones in the background. */
+const ANN_SYNC_BUILD = 1_000;
+/** A background build or catch-up works in slices of this long, so searches keep being answered. */
+const ANN_SLICE_MS = 25;
+/** Rebuild a graph when this share of its points are deleted ones (they slow the walk down). */
+const ANN_MAX_DELETED_SHARE = 0.3;
+/** Write a graph to its file after this many changes, at most once a minute (and on close). */
+const ANN_SAVE_CHANGES = 5_000;
+const ANN_SAVE_INTERVAL_MS = 60_000;
+
+/** What keyword search remembers of one snapshot (`token`): any commit makes a new one. */
+interface KeywordStats {
+  token: string;
+  /** Chunks in the index (BM25's N). */
+  total: number;
+  /** Chunks holding a stem, by stem. */
+  docs: Map<string, number>;
+  /** Whether the file holds chunks of a model other than the key. */
+  otherModel: Map<string, boolean>;
+  /** Rowids passing a restriction, by restriction. */
+  allowed: Map<string, Set<number>>;
 }
 
 /** Restrictions whose rows a matrix remembers; the oldest is forgotten first. */
@@ -306,10 +363,22 @@ export class SqliteChunkIndex implements ChunkIndex {
   private writeSeq = 0;
   /** How the vector cache was kept current: whole loads, and catch-ups from the change log. */
   private readonly cacheCounts = { loads: 0, catchUps: 0 };
+  /** Nearest-neighbour graphs by (dim, model), as the matrices. */
+  private readonly anns = new Map<string, AnnState>();
+  /** How dense searches were answered (by a graph, by an exact scan of the matrix), and graphs built and loaded from files. */
+  private readonly denseCounts = { ann: 0, exact: 0, builds: 0, loads: 0 };
+  /** index_identity of this file. */
+  private readonly identity: string;
+  /** Keyword statistics of the last snapshot searched. */
+  private kwStats: KeywordStats | null = null;
 
   private constructor(
     private readonly db: Database.Database,
     private readonly vectorCacheBytes: number,
+    /** Candidate rows from which a dense search uses the graph (Infinity: never). */
+    private readonly annMinRows: number,
+    /** The index file (graphs are saved beside it), or null for an in-memory index. */
+    private readonly filePath: string | null,
   ) {
     this.stmts = {
       getDoc: db.prepare<[string], DocRow>('SELECT * FROM documents WHERE document_id = ?'),
@@ -340,6 +409,15 @@ export class SqliteChunkIndex implements ChunkIndex {
       countDocs: db.prepare<[], { n: number }>('SELECT count(*) AS n FROM documents'),
       countChunks: db.prepare<[], { n: number }>('SELECT count(*) AS n FROM chunks'),
       termRows: db.prepare<[string], { doc: number }>('SELECT doc FROM chunks_fts_vocab WHERE term = ?'),
+      otherModel: db.prepare<[string, string], { other: number }>(
+        'SELECT EXISTS (SELECT 1 FROM chunks WHERE model < ?) OR EXISTS (SELECT 1 FROM chunks WHERE model > ?) AS other',
+      ),
+      ftsTop: db.prepare<[string, number], unknown>(
+        `SELECT rowid, bm25(chunks_fts, 1.0, ${BIGRAM_WEIGHT}) AS rank FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank, rowid LIMIT ?`,
+      ),
+      ftsAll: db.prepare<[string], unknown>(
+        `SELECT rowid, bm25(chunks_fts, 1.0, ${BIGRAM_WEIGHT}) AS rank FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank, rowid`,
+      ),
       countModel: db.prepare<[string, number], { n: number }>('SELECT count(*) AS n FROM chunks WHERE model = ? AND dim = ?'),
       modelVectors: db.prepare<[string, number], unknown>('SELECT rowid, vector FROM chunks WHERE model = ? AND dim = ?'),
       chunkVector: db.prepare<[number, string, number], { vector: Buffer }>('SELECT vector FROM chunks WHERE rowid = ? AND model = ? AND dim = ?'),
@@ -352,6 +430,12 @@ export class SqliteChunkIndex implements ChunkIndex {
       pruneChanges: db.prepare<[number]>(
         "DELETE FROM chunk_changes WHERE seq <= coalesce((SELECT seq FROM sqlite_sequence WHERE name = 'chunk_changes'), 0) - ?",
       ),
+      vectorsAfter: db.prepare<[string, number, number, number], unknown>(
+        'SELECT rowid, vector FROM chunks WHERE model = ? AND dim = ? AND rowid > ? ORDER BY rowid LIMIT ?',
+      ),
+      changesAfter: db.prepare<[number, string, number, number], { seq: number; op: number; chunk_rowid: number }>(
+        'SELECT seq, op, chunk_rowid FROM chunk_changes WHERE seq > ? AND model = ? AND dim = ? ORDER BY seq LIMIT ?',
+      ),
       hitsByRowid: db.prepare<[string], HitRow>(
         `SELECT c.rowid AS rowid, c.document_id AS document_id, c.idx AS idx, c.text AS text,
                 d.container_tags AS container_tags, d.metadata AS metadata
@@ -359,14 +443,18 @@ export class SqliteChunkIndex implements ChunkIndex {
          WHERE c.rowid IN (SELECT value FROM json_each(?))`,
       ),
     };
+    this.identity = (db.prepare('SELECT id FROM index_identity').pluck().get() as string | undefined) ?? '';
   }
 
   /**
    * Open (creating if needed) the index file at `path`; ':memory:' gives a private in-memory index.
    * `vectorCacheBytes` bounds the in-memory copy of one model's vectors that makes dense scans fast
    * (default 256 MiB; 0 disables it, and every dense query then streams the blobs from SQLite).
+   * `annMinRows`: from how many candidate rows a dense search asks the nearest-neighbour graph
+   * instead of scanning exactly (default 10,000; Infinity never builds a graph). The graphs need the
+   * matrix: without a vector cache every dense search is exact.
    */
-  static open(path: string, opts: { vectorCacheBytes?: number } = {}): SqliteChunkIndex {
+  static open(path: string, opts: { vectorCacheBytes?: number; annMinRows?: number } = {}): SqliteChunkIndex {
     if (path !== ':memory:' && !path.startsWith('file:')) mkdirSync(dirname(path), { recursive: true });
     const db = new Database(path);
     try {
@@ -396,47 +484,18 @@ export class SqliteChunkIndex implements ChunkIndex {
       db.close();
       throw err;
     }
-    return new SqliteChunkIndex(db, opts.vectorCacheBytes ?? DEFAULT_VECTOR_CACHE_BYTES);
+    const file = path === ':memory:' || path.startsWith('file:') ? null : path;
+    return new SqliteChunkIndex(db, opts.vectorCacheBytes ?? DEFAULT_VECTOR_CACHE_BYTES, opts.annMinRows ?? DEFAULT_ANN_MIN_ROWS, file);
   }
 
   async replaceDocument(input: ReplaceDocumentInput): Promise<{ upserted: number; removed: number; stale: boolean }> {
+    return (await this.replaceDocuments([input]))[0]!;
+  }
+
+  async replaceDocuments(inputs: ReplaceDocumentInput[]): Promise<Array<{ upserted: number; removed: number; stale: boolean }>> {
     this.assertOpen();
-    validateReplace(input);
-    const s = this.stmts;
-    const run = this.db.transaction((): { upserted: number; removed: number; stale: boolean } => {
-      const current = s.getDoc.get(input.documentId);
-      if (current && current.revision > input.revision) return { upserted: 0, removed: 0, stale: true };
-      // Vectors of another model are never kept, even for an unchanged text.
-      const sameModel = current !== undefined && current.model === input.model && current.dim === input.dim;
-      const wanted = new Map(input.chunks.map((c) => [c.index, c]));
-      const kept = new Set<number>();
-      let removed = 0;
-      for (const row of s.chunkKeys.all(input.documentId)) {
-        if (sameModel && wanted.get(row.idx)?.hash === row.hash) {
-          kept.add(row.idx);
-        } else {
-          s.deleteChunk.run(row.rowid);
-          removed++;
-        }
-      }
-      let upserted = 0;
-      for (const c of input.chunks) {
-        if (kept.has(c.index)) continue;
-        s.insertChunk.run(input.documentId, c.index, c.hash, c.text, input.model, input.dim, vectorBlob(c.vector));
-        upserted++;
-      }
-      s.upsertDoc.run(
-        input.documentId,
-        input.revision,
-        input.model,
-        input.dim,
-        JSON.stringify(input.containerTags),
-        JSON.stringify(input.metadata),
-      );
-      this.writeSideTables(input.documentId, input.containerTags, input.metadata);
-      s.pruneChanges.run(CHANGES_KEPT);
-      return { upserted, removed, stale: false };
-    });
+    for (const input of inputs) validateReplace(input);
+    const run = this.db.transaction(() => inputs.map((input) => this.replaceNow(input)));
     // IMMEDIATE takes the write lock up front, so a concurrent writer waits (busy_timeout)
     // instead of failing when a read transaction tries to upgrade.
     try {
@@ -444,6 +503,43 @@ export class SqliteChunkIndex implements ChunkIndex {
     } finally {
       this.writeSeq++;
     }
+  }
+
+  /** One document's replacement, inside the caller's transaction. */
+  private replaceNow(input: ReplaceDocumentInput): { upserted: number; removed: number; stale: boolean } {
+    const s = this.stmts;
+    const current = s.getDoc.get(input.documentId);
+    if (current && current.revision > input.revision) return { upserted: 0, removed: 0, stale: true };
+    // Vectors of another model are never kept, even for an unchanged text.
+    const sameModel = current !== undefined && current.model === input.model && current.dim === input.dim;
+    const wanted = new Map(input.chunks.map((c) => [c.index, c]));
+    const kept = new Set<number>();
+    let removed = 0;
+    for (const row of s.chunkKeys.all(input.documentId)) {
+      if (sameModel && wanted.get(row.idx)?.hash === row.hash) {
+        kept.add(row.idx);
+      } else {
+        s.deleteChunk.run(row.rowid);
+        removed++;
+      }
+    }
+    let upserted = 0;
+    for (const c of input.chunks) {
+      if (kept.has(c.index)) continue;
+      s.insertChunk.run(input.documentId, c.index, c.hash, c.text, input.model, input.dim, vectorBlob(c.vector));
+      upserted++;
+    }
+    s.upsertDoc.run(
+      input.documentId,
+      input.revision,
+      input.model,
+      input.dim,
+      JSON.stringify(input.containerTags),
+      JSON.stringify(input.metadata),
+    );
+    this.writeSideTables(input.documentId, input.containerTags, input.metadata);
+    s.pruneChanges.run(CHANGES_KEPT);
+    return { upserted, removed, stale: false };
   }
 
   async updateDocumentMeta(documentId: string, patch: { containerTags?: string[]; metadata?: Metadata }): Promise<void> {
@@ -529,9 +625,9 @@ export class SqliteChunkIndex implements ChunkIndex {
   /** Scored row ids, best first, for any mode. */
   private ranked(q: SearchQuery, token: string, restrict: Sql, limit: number, force: boolean): { id: number; score: number }[] {
     if (q.mode === 'dense') return this.dense(token, q.vector!, q.model!, restrict, limit, force);
-    if (q.mode === 'keyword') return this.keyword(q.text!, q.model, restrict, limit);
+    if (q.mode === 'keyword') return this.keyword(token, q.text!, q.model, restrict, limit);
     const depth = hybridDepth(limit);
-    const keyword = this.keyword(q.text!, q.model, restrict, depth);
+    const keyword = this.keyword(token, q.text!, q.model, restrict, depth);
     const dense = this.dense(token, q.vector!, q.model!, restrict, depth, force);
     const cosines = new Map(dense.map((h) => [h.id, h.score]));
     // A keyword candidate outside the dense top list still has a cosine: score it exactly, so
@@ -554,6 +650,18 @@ export class SqliteChunkIndex implements ChunkIndex {
     return { ...this.cacheCounts };
   }
 
+  /** Diagnostics (not part of the port): dense searches answered by a graph and by an exact scan, and the graphs held. */
+  annStats(): { ann: number; exact: number; builds: number; loads: number; graphs: { key: string; live: number; deleted: number; seq: number; busy: boolean }[] } {
+    const graphs = [...this.anns].map(([key, st]) => ({
+      key: key.replace('\u0000', ' '),
+      live: st.graph?.live ?? 0,
+      deleted: st.graph?.deleted.size ?? 0,
+      seq: st.seq,
+      busy: st.busy,
+    }));
+    return { ...this.denseCounts, graphs };
+  }
+
   async ping(): Promise<void> {
     this.assertOpen();
     this.db.prepare('SELECT 1').get();
@@ -561,7 +669,13 @@ export class SqliteChunkIndex implements ChunkIndex {
 
   async close(): Promise<void> {
     if (this.closed) return;
+    // Graphs changed since they were last written are written now: the next start loads them.
+    for (const [key, st] of this.anns) {
+      const [dim, model] = key.split('\u0000') as [string, string];
+      if (!st.busy) this.maybeSaveAnn(st, model, Number(dim), true);
+    }
     this.closed = true;
+    this.anns.clear();
     this.matrices.clear();
     this.db.close();
   }
@@ -647,13 +761,47 @@ export class SqliteChunkIndex implements ChunkIndex {
     return out;
   }
 
-  /** Top rows from the in-memory matrix; null when a row that passes the restriction is not in it. */
+  /**
+   * Top rows from the in-memory matrix, by the graph when the candidates are many and it is ready,
+   * else by an exact scan; null when a row that passes the restriction is not in the matrix.
+   */
   private denseFromMatrix(m: VectorMatrix, model: string, vector: Float32Array, restrict: Sql, limit: number): { id: number; score: number }[] | null {
     const n = vector.length;
     const { data, rowids } = m;
+    let restricted: Restricted | undefined;
+    if (restrict.sql !== '1') {
+      const key = JSON.stringify([restrict.sql, restrict.params]);
+      restricted = m.restricted.get(key);
+      if (!restricted) {
+        const found: number[] = [];
+        const stmt = this.cached(`SELECT c.rowid FROM chunks c WHERE c.model = ? AND c.dim = ? AND ${restrict.sql}`);
+        for (const rowid of stmt.pluck(true).iterate(model, n, ...restrict.params) as IterableIterator<number>) {
+          const row = m.pos.get(rowid);
+          if (row === undefined) return null;
+          found.push(row);
+        }
+        restricted = { rows: Int32Array.from(found) };
+        if (m.restricted.size >= RESTRICTED_ROWS_CACHE) m.restricted.delete(m.restricted.keys().next().value!);
+        m.restricted.set(key, restricted);
+      }
+    }
+    // A walk with a filter visits more of the graph and calls back into JS for each candidate:
+    // below about four times the threshold, scanning the restricted rows exactly is as fast.
+    if (restricted ? restricted.rows.length >= ANN_FILTERED_MIN_FACTOR * this.annMinRows : m.size >= this.annMinRows) {
+      const graph = this.annGraph(m, model, n);
+      if (graph) {
+        const scored = this.denseFromGraph(graph, m, vector, limit, restricted);
+        if (scored) {
+          this.denseCounts.ann++;
+          return scored;
+        }
+        this.anns.get(`${n}\u0000${model}`)!.graph = null;
+      }
+    }
+    this.denseCounts.exact++;
     const top = new TopK(limit);
     let threshold = top.threshold;
-    if (restrict.sql === '1') {
+    if (!restricted) {
       for (let row = 0; row < m.size; row++) {
         const s = dotAt(data, row * n, vector);
         if (s >= threshold) {
@@ -662,21 +810,7 @@ export class SqliteChunkIndex implements ChunkIndex {
         }
       }
     } else {
-      const key = JSON.stringify([restrict.sql, restrict.params]);
-      let rows = m.restricted.get(key);
-      if (!rows) {
-        const found: number[] = [];
-        const stmt = this.cached(`SELECT c.rowid FROM chunks c WHERE c.model = ? AND c.dim = ? AND ${restrict.sql}`);
-        for (const rowid of stmt.pluck(true).iterate(model, n, ...restrict.params) as IterableIterator<number>) {
-          const row = m.pos.get(rowid);
-          if (row === undefined) return null;
-          found.push(row);
-        }
-        rows = Int32Array.from(found);
-        if (m.restricted.size >= RESTRICTED_ROWS_CACHE) m.restricted.delete(m.restricted.keys().next().value!);
-        m.restricted.set(key, rows);
-      }
-      for (const row of rows) {
+      for (const row of restricted.rows) {
         const s = dotAt(data, row * n, vector);
         if (s >= threshold) {
           top.push(s, rowids[row]!);
@@ -685,6 +819,213 @@ export class SqliteChunkIndex implements ChunkIndex {
       }
     }
     return top.sorted();
+  }
+
+  /**
+   * The graph's top rows, rescored exactly from the matrix (the graph only picks candidates, so
+   * scores are the same cosines an exact scan gives). A restriction is applied during the walk,
+   * by a filter on labels: the graph keeps looking until it has `limit` rows that pass, instead
+   * of over-fetching and dropping. Null when the graph names a row the matrix lacks (it cannot
+   * be trusted: it is rebuilt, and this search scans exactly).
+   */
+  private denseFromGraph(graph: AnnGraph, m: VectorMatrix, vector: Float32Array, limit: number, restricted: Restricted | undefined): { id: number; score: number }[] | null {
+    const n = vector.length;
+    let accept: ((label: number) => boolean) | undefined;
+    if (restricted) {
+      const ids = (restricted.ids ??= new Set(Array.from(restricted.rows, (row) => m.rowids[row]!)));
+      accept = (label) => ids.has(label);
+    }
+    const top = new TopK(limit);
+    for (const label of graph.search(vector, limit, accept)) {
+      const row = m.pos.get(label);
+      if (row === undefined) return null;
+      top.push(dotAt(m.data, row * n, vector), label);
+    }
+    return top.sorted();
+  }
+
+  /**
+   * The graph of (model, dim) brought to the matrix's snapshot, or null when it is not ready (a
+   * load, build or catch-up then runs in the background, and the search scans exactly). Small
+   * graphs are built here, from the matrix; a few changes behind, it catches up here, from the
+   * change log with the vectors of the matrix (which is current for this snapshot).
+   */
+  private annGraph(m: VectorMatrix, model: string, dim: number): AnnGraph | null {
+    const key = `${dim}\u0000${model}`;
+    let st = this.anns.get(key);
+    if (!st) {
+      st = { graph: null, seq: 0, busy: false, unsaved: 0, savedAt: Date.now() };
+      this.anns.set(key, st);
+    }
+    if (!st.graph) {
+      if (m.size <= ANN_SYNC_BUILD) {
+        const graph = AnnGraph.create(dim, m.size + 64);
+        for (let row = 0; row < m.size; row++) graph.add(m.rowids[row]!, m.data.subarray(row * dim, (row + 1) * dim));
+        Object.assign(st, { graph, seq: m.seq, unsaved: m.size });
+        this.denseCounts.builds++;
+        return graph;
+      }
+      if (!st.busy) this.annInBackground(st, model, dim, 'load');
+      return null;
+    }
+    const s = this.stmts;
+    if (st.seq !== m.seq) {
+      const first = s.firstChange.get()!.seq;
+      if (st.seq > m.seq || first === null || first > st.seq + 1) {
+        // The log no longer reaches back to the graph (or it is from the future of a reset file): rebuild.
+        st.graph = null;
+        if (!st.busy) this.annInBackground(st, model, dim, 'build');
+        return null;
+      }
+      if (s.countChangesSince.get(st.seq)!.n > ANN_SYNC_CATCH_UP) {
+        if (!st.busy) this.annInBackground(st, model, dim, 'catch-up');
+        return null;
+      }
+      const graph = st.graph;
+      for (const c of s.changesSince.all(st.seq, model, dim)) {
+        const row = c.op === 1 ? m.pos.get(c.chunk_rowid) : undefined;
+        // Added or replaced: its vector as of this snapshot. Gone since: a later change removes it.
+        if (row !== undefined) graph.add(c.chunk_rowid, m.data.subarray(row * dim, (row + 1) * dim));
+        else if (c.op === 0) graph.remove(c.chunk_rowid);
+        st.unsaved++;
+      }
+      st.seq = m.seq;
+      this.maybeSaveAnn(st, model, dim);
+    }
+    const graph = st.graph;
+    if (graph.deleted.size > ANN_MAX_DELETED_SHARE * graph.slots && !st.busy) this.annInBackground(st, model, dim, 'build');
+    return graph;
+  }
+
+  /**
+   * Load the graph from its file (when it belongs to this index file), else build it; or catch
+   * it up from the change log. In slices of ANN_SLICE_MS with the event loop free between them,
+   * so a gateway keeps answering (exactly) meanwhile. A rebuild replaces the graph only when done.
+   */
+  private annInBackground(st: AnnState, model: string, dim: number, task: 'load' | 'build' | 'catch-up'): void {
+    st.busy = true;
+    const s = this.stmts;
+    const slice = () => new Promise<void>((resolve) => setImmediate(resolve));
+    const run = async (): Promise<void> => {
+      if (task === 'load' && this.filePath) {
+        const loaded = await AnnGraph.load(annFile(this.filePath, model, dim));
+        if (this.closed) return;
+        if (loaded && loaded.meta.identity === this.identity && loaded.meta.model === model && loaded.meta.dim === dim) {
+          Object.assign(st, { graph: loaded.graph, seq: loaded.meta.seq, unsaved: 0, savedAt: Date.now() });
+          this.denseCounts.loads++;
+          return;
+        }
+      }
+      if (task === 'catch-up' && st.graph) {
+        const graph = st.graph;
+        for (;;) {
+          if (this.closed || st.graph !== graph) return;
+          const until = performance.now() + ANN_SLICE_MS;
+          let caughtUp = false;
+          this.db.transaction(() => {
+            while (performance.now() < until) {
+              const first = s.firstChange.get()!.seq;
+              if (first !== null && first > st.seq + 1) throw new Error('the change log no longer reaches the graph');
+              const changes = s.changesAfter.all(st.seq, model, dim, 256);
+              for (const c of changes) {
+                const hit = c.op === 1 ? s.chunkVector.get(c.chunk_rowid, model, dim) : undefined;
+                if (hit) graph.add(c.chunk_rowid, blobVector(hit.vector));
+                else if (c.op === 0) graph.remove(c.chunk_rowid);
+                st.seq = c.seq;
+                st.unsaved++;
+              }
+              if (changes.length < 256) {
+                // Later changes are other models': the graph is at this snapshot's end of the log.
+                st.seq = s.lastChange.get()!.seq;
+                caughtUp = true;
+                return;
+              }
+            }
+          })();
+          if (caughtUp) {
+            this.maybeSaveAnn(st, model, dim);
+            return;
+          }
+          await slice();
+        }
+      }
+      // Build: the log position first, then the vectors in rowid order, a slice at a time. Changes
+      // committed meanwhile may be read twice (by the scan and again by the catch-up from `seq`);
+      // applying a change is idempotent, so the graph ends at the same state.
+      const seq = s.lastChange.get()!.seq;
+      const graph = AnnGraph.create(dim, s.countModel.get(model, dim)!.n + 1024);
+      let after = 0;
+      for (;;) {
+        if (this.closed) return;
+        const until = performance.now() + ANN_SLICE_MS;
+        let done = false;
+        while (!done && performance.now() < until) {
+          const rows = s.vectorsAfter.raw(true).all(model, dim, after, 64) as [number, Buffer][];
+          for (const [rowid, blob] of rows) {
+            graph.add(rowid, blobVector(blob));
+            after = rowid;
+          }
+          done = rows.length < 64;
+        }
+        if (done) break;
+        await slice();
+      }
+      Object.assign(st, { graph, seq, unsaved: Number.POSITIVE_INFINITY });
+      this.denseCounts.builds++;
+      this.maybeSaveAnn(st, model, dim);
+    };
+    run()
+      .catch(() => {
+        // A graph that cannot be loaded, built or caught up is dropped: searches scan exactly,
+        // and the next one that needs the graph starts over.
+        st.graph = null;
+      })
+      .finally(() => {
+        st.busy = false;
+      });
+  }
+
+  /** Write the graph to its file when enough changed since the last time (or `force`, at close). */
+  private maybeSaveAnn(st: AnnState, model: string, dim: number, force = false): void {
+    if (!this.filePath || !st.graph || st.unsaved === 0) return;
+    if (!force && (st.unsaved < ANN_SAVE_CHANGES || Date.now() - st.savedAt < ANN_SAVE_INTERVAL_MS) && st.unsaved !== Number.POSITIVE_INFINITY) return;
+    try {
+      st.graph.save(annFile(this.filePath, model, dim), { identity: this.identity, model, seq: st.seq });
+      st.unsaved = 0;
+      st.savedAt = Date.now();
+    } catch {
+      // A graph that cannot be written (disk full, read-only data dir) is built again at the next start.
+    }
+  }
+
+  /**
+   * Build (or load) the graph of every model with at least `annMinRows` chunks now, catch it up
+   * and save it, and resolve when done (not part of the port): `replay index` calls it so a
+   * rebuilt index starts with its graphs, and bench/search.ts before timing searches.
+   */
+  async prepareAnn(): Promise<{ model: string; dim: number; points: number }[]> {
+    this.assertOpen();
+    const out: { model: string; dim: number; points: number }[] = [];
+    const models = this.db.prepare('SELECT model, dim, count(*) AS n FROM chunks GROUP BY model, dim').all() as { model: string; dim: number; n: number }[];
+    for (const { model, dim, n } of models) {
+      if (n < this.annMinRows) continue;
+      for (;;) {
+        const ready = this.db.transaction(() => {
+          const token = `${this.db.pragma('data_version', { simple: true }) as number}:${this.writeSeq}`;
+          const m = this.matrix(token, model, dim, false);
+          return m ? this.annGraph(m, model, dim) : undefined;
+        })();
+        if (ready === undefined) break;
+        if (ready) {
+          const st = this.anns.get(`${dim}\u0000${model}`)!;
+          this.maybeSaveAnn(st, model, dim, true);
+          out.push({ model, dim, points: ready.live });
+          break;
+        }
+        await new Promise((resolve) => setTimeout(resolve, 20));
+      }
+    }
+    return out;
   }
 
   /**
@@ -771,13 +1112,43 @@ export class SqliteChunkIndex implements ChunkIndex {
    * other hits. tanh rather than a cap at 1: a cap made every strong match tie at 1 and threw
    * BM25's order among them away (hybrid MRR fell 0.12 on the manual pages).
    */
-  private keyword(text: string, model: string | undefined, restrict: Sql, limit: number): { id: number; score: number }[] {
+  private keyword(token: string, text: string, model: string | undefined, restrict: Sql, limit: number): { id: number; score: number }[] {
     const { terms } = analyseQuery(text);
     if (terms.length === 0) return [];
     const match = toStemmedFtsQuery(text)!;
-    const total = this.stmts.countChunks.get()!.n;
+    const stats = this.keywordStats(token);
     let best = 0;
-    for (const t of terms) best += bm25Idf(total, this.stmts.termRows.get(t)?.doc ?? 0);
+    for (const t of terms) {
+      let n = stats.docs.get(t);
+      if (n === undefined) {
+        n = this.stmts.termRows.get(t)?.doc ?? 0;
+        stats.docs.set(t, n);
+      }
+      best += bm25Idf(stats.total, n);
+    }
+    const score = (rank: number) => (best > 0 ? Math.tanh(-rank / best) : 0);
+    // The model condition matters only when the file holds chunks of another model too (during
+    // a model switch each model has a file of its own, so almost never).
+    const modelMatters = model !== undefined && this.holdsOtherModel(stats, model);
+    if (!modelMatters && restrict.sql === '1') {
+      // FTS5 alone: joining every match to chunks (a B-tree lookup per matching row, tens of
+      // thousands at 100k chunks) was most of a keyword search's time.
+      const rows = this.stmts.ftsTop.raw(true).all(match, limit) as [number, number][];
+      return rows.map(([id, rank]) => ({ id, score: score(rank) }));
+    }
+    if (restrict.sql !== '1') {
+      // Matches in BM25 order, kept when they pass the restriction, whose rowids SQLite gives
+      // once per snapshot and restriction (a tenant searches its own tags again and again).
+      const allowed = this.allowedRows(stats, model, modelMatters, restrict);
+      const out: { id: number; score: number }[] = [];
+      if (allowed.size === 0) return out;
+      for (const [id, rank] of this.stmts.ftsAll.raw(true).iterate(match) as IterableIterator<[number, number]>) {
+        if (!allowed.has(id)) continue;
+        out.push({ id, score: score(rank) });
+        if (out.length >= limit) break;
+      }
+      return out;
+    }
     const modelSql = model === undefined ? '' : 'AND c.model = ?';
     const stmt = this.cached(
       `SELECT c.rowid AS rowid, bm25(chunks_fts, 1.0, ${BIGRAM_WEIGHT}) AS rank
@@ -786,7 +1157,37 @@ export class SqliteChunkIndex implements ChunkIndex {
          ORDER BY rank, c.rowid LIMIT ?`,
     );
     const rows = stmt.all(match, ...(model === undefined ? [] : [model]), ...restrict.params, limit) as { rowid: number; rank: number }[];
-    return rows.map((r) => ({ id: r.rowid, score: best > 0 ? Math.tanh(-r.rank / best) : 0 }));
+    return rows.map((r) => ({ id: r.rowid, score: score(r.rank) }));
+  }
+
+  /** BM25's statistics of the snapshot `token` (row count, rows per stem as asked), made again after any commit. */
+  private keywordStats(token: string): KeywordStats {
+    if (this.kwStats?.token !== token) {
+      this.kwStats = { token, total: this.stmts.countChunks.get()!.n, docs: new Map(), otherModel: new Map(), allowed: new Map() };
+    }
+    return this.kwStats;
+  }
+
+  private holdsOtherModel(stats: KeywordStats, model: string): boolean {
+    let other = stats.otherModel.get(model);
+    if (other === undefined) {
+      other = this.stmts.otherModel.get(model, model)!.other === 1;
+      stats.otherModel.set(model, other);
+    }
+    return other;
+  }
+
+  /** The rowids passing a restriction (and the model, when it matters) in this snapshot. */
+  private allowedRows(stats: KeywordStats, model: string | undefined, modelMatters: boolean, restrict: Sql): Set<number> {
+    const key = JSON.stringify([modelMatters ? model : null, restrict.sql, restrict.params]);
+    let ids = stats.allowed.get(key);
+    if (!ids) {
+      const stmt = this.cached(`SELECT c.rowid FROM chunks c WHERE ${modelMatters ? 'c.model = ? AND ' : ''}${restrict.sql}`);
+      ids = new Set(stmt.pluck(true).all(...(modelMatters ? [model] : []), ...restrict.params) as number[]);
+      if (stats.allowed.size >= RESTRICTED_ROWS_CACHE) stats.allowed.delete(stats.allowed.keys().next().value!);
+      stats.allowed.set(key, ids);
+    }
+    return ids;
   }
 
   private cached(sql: string): Database.Statement<unknown[], unknown> {

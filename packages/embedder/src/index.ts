@@ -7,7 +7,8 @@ import { StaticEmbedder, installedSourceVersion, staticModelPath } from './stati
 
 export type { Embedder } from './port.js';
 export { HashedEmbedder } from './hashed.js';
-export { EmbeddingDimensionError, OpenAiEmbedder, retryAfterMs, type OpenAiEmbedderOptions } from './openai.js';
+export { EmbeddingDimensionError, OpenAiEmbedder, type OpenAiEmbedderOptions } from './openai.js';
+export { postToProvider, providerEndpoint, retryAfterMs, type ProviderCallLabel, type ProviderCallPolicy } from './http.js';
 export { OnnxEmbedder, onnxModelDirProblems, type OnnxEmbedderOptions, type OnnxPooling } from './onnx.js';
 export { localRateLimiter, rateLimitKey, type RateLimiter } from './rate-limit.js';
 export { StaticEmbedder, installedSourceVersion, staticModelPath } from './static-model.js';

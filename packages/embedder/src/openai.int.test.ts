@@ -3,7 +3,8 @@ import type { AddressInfo } from 'node:net';
 import { afterAll, beforeAll, beforeEach, describe, expect, it } from 'vitest';
 import { PermanentError, RetryableError } from '@memstream/kit';
 import { createEmbedder } from './index.js';
-import { EmbeddingDimensionError, OpenAiEmbedder, retryAfterMs } from './openai.js';
+import { retryAfterMs } from './http.js';
+import { EmbeddingDimensionError, OpenAiEmbedder } from './openai.js';
 import { localRateLimiter } from './rate-limit.js';
 import { norm } from './testing/vectors.js';
 

@@ -1,4 +1,5 @@
-import { PermanentError, RetryableError } from '@memstream/kit';
+import { RetryableError } from '@memstream/kit';
+import { postToProvider, providerEndpoint, type ProviderCallPolicy } from './http.js';
 import type { Embedder } from './port.js';
 import { localRateLimiter, type RateLimiter } from './rate-limit.js';
 
@@ -58,11 +59,9 @@ export class EmbeddingDimensionError extends Error {
  *   API does not promise to answer in order).
  * - Vectors are L2-normalised here: OpenAI's are already unit length but Ollama's and TEI's may
  *   not be, and the index ranks by dot product.
- * - Errors: 408, 429, 5xx, timeouts and network errors are retried up to `maxRetries` times with
- *   exponential backoff and jitter, or after the wait the server asked for (`retry-after-ms`,
- *   else `Retry-After` in seconds or as an HTTP date); then a RetryableError, which the consumer
- *   runner naks. Any other 4xx (a bad key, an unknown model, an input over the model's context)
- *   throws a PermanentError at once, which fails the document with the server's reason.
+ * - Errors: retried and classified by postToProvider (./http.ts): 408, 429, 5xx, timeouts and
+ *   network errors with backoff or the server's Retry-After, then a RetryableError; any other 4xx
+ *   a PermanentError at once, which fails the document with the server's reason.
  * - The model name recorded in the index is `openai:<model>:<dim>`: the same on every replica
  *   and for the gateway's query embeddings, and different for another model or dimension.
  */
@@ -73,11 +72,7 @@ export class OpenAiEmbedder implements Embedder {
   private readonly remoteModel: string;
   private readonly apiKey: string | undefined;
   private readonly batchSize: number;
-  private readonly maxRetries: number;
-  private readonly limiter: RateLimiter | undefined;
-  private readonly timeoutMs: number;
-  private readonly baseBackoffMs: number;
-  private readonly maxBackoffMs: number;
+  private readonly policy: ProviderCallPolicy;
 
   constructor(options: OpenAiEmbedderOptions) {
     const { dim } = options;
@@ -85,15 +80,7 @@ export class OpenAiEmbedder implements Embedder {
       throw new RangeError(`OpenAiEmbedder: dim must be an integer in 1..65536, got ${dim}`);
     }
     if (options.model.trim() === '') throw new RangeError('OpenAiEmbedder: model must not be empty');
-    let base: URL;
-    try {
-      base = new URL(options.baseUrl);
-    } catch {
-      throw new RangeError(`OpenAiEmbedder: baseUrl is not a URL: ${options.baseUrl}`);
-    }
-    if (base.protocol !== 'http:' && base.protocol !== 'https:') {
-      throw new RangeError(`OpenAiEmbedder: baseUrl must be http or https, got ${options.baseUrl}`);
-    }
+    const url = providerEndpoint('OpenAiEmbedder', options.baseUrl, '/embeddings');
     const batchSize = options.batchSize ?? 64;
     const maxRetries = options.maxRetries ?? 5;
     if (!Number.isInteger(batchSize) || batchSize < 1) throw new RangeError(`OpenAiEmbedder: batchSize must be a positive integer, got ${batchSize}`);
@@ -102,15 +89,16 @@ export class OpenAiEmbedder implements Embedder {
     this.dim = dim;
     this.remoteModel = options.model;
     this.model = `openai:${options.model}:${dim}`;
-    this.url = `${options.baseUrl.replace(/\/+$/, '')}/embeddings`;
+    this.url = url;
     this.apiKey = options.apiKey || undefined;
     this.batchSize = batchSize;
-    this.maxRetries = maxRetries;
-    this.limiter =
-      options.rateLimiter ?? (options.requestsPerSecond === undefined ? undefined : localRateLimiter(options.requestsPerSecond, options.burst ?? 1));
-    this.timeoutMs = options.timeoutMs ?? 60_000;
-    this.baseBackoffMs = options.baseBackoffMs ?? 500;
-    this.maxBackoffMs = options.maxBackoffMs ?? 30_000;
+    this.policy = {
+      maxRetries,
+      limiter: options.rateLimiter ?? (options.requestsPerSecond === undefined ? undefined : localRateLimiter(options.requestsPerSecond, options.burst ?? 1)),
+      timeoutMs: options.timeoutMs ?? 60_000,
+      baseBackoffMs: options.baseBackoffMs ?? 500,
+      maxBackoffMs: options.maxBackoffMs ?? 30_000,
+    };
   }
 
   async embed(texts: string[]): Promise<Float32Array[]> {
@@ -124,60 +112,10 @@ export class OpenAiEmbedder implements Embedder {
     return out;
   }
 
-  /** One request, retried; returns one unit vector per input, in input order. */
+  /** One request, retried (postToProvider); returns one unit vector per input, in input order. */
   private async embedBatch(input: string[]): Promise<Float32Array[]> {
-    const headers: Record<string, string> = { 'content-type': 'application/json', accept: 'application/json' };
-    if (this.apiKey !== undefined) headers.authorization = `Bearer ${this.apiKey}`;
-    const body = JSON.stringify({ model: this.remoteModel, input });
-
-    for (let attempt = 0; ; attempt++) {
-      if (this.limiter) await this.limiter.acquire(1);
-      let res: Response;
-      let text: string;
-      try {
-        // The deadline covers the body too: a server can stall after sending its headers.
-        res = await fetch(this.url, { method: 'POST', headers, body, signal: AbortSignal.timeout(this.timeoutMs) });
-        text = await res.text();
-      } catch (err) {
-        const problem = `embedding service at ${this.url} unreachable: ${describeFetchError(err)}`;
-        await this.backoffOrGiveUp(attempt, undefined, problem);
-        continue;
-      }
-      if (res.ok) return this.parse(text, input.length);
-
-      const detail = `${res.status} ${res.statusText}`.trim();
-      const excerpt = text.slice(0, 300);
-      if (res.status !== 408 && res.status !== 429 && res.status < 500) {
-        throw new PermanentError(
-          `embedding request permanently refused by ${this.url} (model ${this.remoteModel}): ${detail}: ${excerpt}`,
-        );
-      }
-      const problem = `embedding service at ${this.url} answered ${detail}: ${excerpt}`;
-      await this.backoffOrGiveUp(attempt, retryAfterMs(res.headers), problem);
-    }
-  }
-
-  /**
-   * Sleeps before the next attempt, or throws RetryableError when attempts are used up or the
-   * server asks for a longer wait than `maxBackoffMs`.
-   */
-  private async backoffOrGiveUp(attempt: number, serverWaitMs: number | undefined, problem: string): Promise<void> {
-    if (attempt >= this.maxRetries) {
-      throw new RetryableError(`${problem} (gave up after ${attempt + 1} attempt${attempt === 0 ? '' : 's'})`, serverWaitMs);
-    }
-    let wait: number;
-    if (serverWaitMs !== undefined) {
-      if (serverWaitMs > this.maxBackoffMs) {
-        throw new RetryableError(`${problem} (the server asks to wait ${Math.ceil(serverWaitMs / 1000)} s)`, serverWaitMs);
-      }
-      // Up to 10% more than asked, never less: replicas told the same instant spread out.
-      wait = serverWaitMs * (1 + Math.random() * 0.1);
-    } else {
-      // Exponential with "equal jitter": between half and all of base × 2^attempt.
-      const ceiling = Math.min(this.maxBackoffMs, this.baseBackoffMs * 2 ** attempt);
-      wait = ceiling / 2 + Math.random() * (ceiling / 2);
-    }
-    await sleep(wait);
+    const text = await postToProvider(this.url, this.apiKey, JSON.stringify({ model: this.remoteModel, input }), this.policy, { kind: 'embedding', model: this.remoteModel });
+    return this.parse(text, input.length);
   }
 
   /** The vectors of a 200 answer, in input order, unit length, checked against `dim`. */
@@ -239,34 +177,3 @@ function unitVector(values: unknown[], url: string, at: number): Float32Array {
   return v;
 }
 
-/**
- * The wait a 429/5xx asks for, in ms: OpenAI's `retry-after-ms` when present (finer), else
- * `Retry-After` as delta-seconds or an HTTP date; undefined when neither is present or readable.
- */
-export function retryAfterMs(headers: Headers, now = Date.now()): number | undefined {
-  const ms = headers.get('retry-after-ms');
-  if (ms !== null && ms.trim() !== '') {
-    const n = Number(ms);
-    if (Number.isFinite(n) && n >= 0) return n;
-  }
-  const value = headers.get('retry-after')?.trim();
-  if (!value) return undefined;
-  if (/^\d+(\.\d+)?$/.test(value)) return Number(value) * 1000;
-  const date = Date.parse(value);
-  return Number.isNaN(date) ? undefined : Math.max(0, date - now);
-}
-
-/** fetch's own message is only "fetch failed"; the useful part (ECONNREFUSED…) is in `cause`. */
-function describeFetchError(err: unknown): string {
-  if (err instanceof Error) {
-    if (err.name === 'TimeoutError') return 'timed out';
-    const cause = (err as { cause?: unknown }).cause;
-    if (cause instanceof Error) return `${err.message}: ${(cause as { code?: string }).code ?? cause.message}`;
-    return err.message;
-  }
-  return String(err);
-}
-
-function sleep(ms: number): Promise<void> {
-  return new Promise((resolve) => setTimeout(resolve, ms));
-}

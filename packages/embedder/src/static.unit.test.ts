@@ -16,7 +16,7 @@ function tinyWink(entries: Array<[string, number[]]>) {
 }
 
 describe('the static word-vector model', () => {
-  // "the" and "of" are the most frequent words and point along a shared direction (x); the rest differ.
+  // "the" and "of" are the most frequent words (stop words: left out of the table); the rest differ.
   const wink = tinyWink([
     ['the', [5, 0.1, 0, 0]],
     [',', [1, 1, 1, 1]],
@@ -27,14 +27,26 @@ describe('the static word-vector model', () => {
     ['cake', [1, 0, 0, 2]],
   ]);
 
-  it('keeps words only (no punctuation, no capitalised duplicates), round-trips through its file format', () => {
+  it('keeps words only (no punctuation, no capitalised duplicates, no stop words), round-trips through its file format', () => {
     const built = buildStaticModel(wink, { vocabulary: 100, source: 'tiny@0' });
-    expect(built.header.words).toEqual(['the', 'of', 'car', 'automobile', 'cake']);
+    expect(built.header.words).toEqual(['car', 'automobile', 'cake']);
     const decoded = decodeStaticModel(encodeStaticModel(built.header, built.vectors, built.scales));
-    expect(decoded.header).toEqual(built.header);
+    const { words, ...rest } = built.header;
+    expect(decoded.header).toEqual(rest);
+    expect(Array.from({ length: decoded.vocabulary.size }, (_, r) => decoded.vocabulary.word(r))).toEqual(words);
+    for (const [row, w] of words.entries()) expect(decoded.vocabulary.row(w)).toBe(row);
+    expect(decoded.vocabulary.row('zebra')).toBe(-1);
     expect([...decoded.vectors]).toEqual([...built.vectors]);
     expect([...decoded.scales]).toEqual([...built.scales]);
     expect(() => decodeStaticModel(Buffer.from('not a model'))).toThrow(/not a memstream static model/);
+  });
+
+  it('finds words outside ASCII in a decoded file (the vocabulary is UTF-8 with a hash table)', () => {
+    const words = ['café', 'naïve', 'straße', '東京', 'cafe'];
+    const header = { model: 'm', source: 's', dim: 2, words, build: { sifA: 1, vocabulary: words.length, pcRemoved: 0 } };
+    const decoded = decodeStaticModel(encodeStaticModel(header, new Int8Array(words.length * 2), new Float32Array(words.length).fill(1)));
+    expect(words.map((w) => decoded.vocabulary.row(w))).toEqual([0, 1, 2, 3, 4]);
+    expect(decoded.vocabulary.row('cafè')).toBe(-1);
   });
 
   it('weighs frequent words down (SIF): of two words with equal vectors, the rarer counts more', async () => {
@@ -55,7 +67,14 @@ describe('the static word-vector model', () => {
     const e = new StaticEmbedder(b.header, b.vectors, b.scales);
     const [car, auto, cake] = await e.embed(['a car', 'automobile!', 'cake']);
     expect(cosine(car!, auto!)).toBeGreaterThan(cosine(car!, cake!));
-    expect(e.model).toBe('static-glove100-sif-v1');
+    expect(e.model).toBe('static-glove100-sif-v2');
+  });
+
+  it('leaves stop words out of the table: a sentence vector is its content words only', async () => {
+    const b = buildStaticModel(wink, { vocabulary: 100, source: 'tiny@0' });
+    const e = new StaticEmbedder(b.header, b.vectors, b.scales);
+    const [withStop, without] = await e.embed(['the car', 'car']);
+    expect(cosine(withStop!, without!)).toBeCloseTo(1, 6);
   });
 
   it('gives a text without a known word the zero vector, not an arbitrary one', async () => {

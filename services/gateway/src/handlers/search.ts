@@ -109,8 +109,31 @@ async function retrieve(ports: SearchPorts, q: string, scope: Scope, limit: numb
   if (tokenize(q).length === 0) return [];
   const [vector] = await ports.embedder.embed([q]);
   if (!vector) throw new Error('the embedder returned no vector for the query');
-  const hits = await ports.index.search({ mode: 'hybrid', vector, model: ports.embedder.model, text: q, ...scope, limit });
+  // The model's own fusion weights when it has them (the static model does), else the index's default.
+  // At least LEAD_DEPTH candidates, so that a document's lead chunk is usually among them.
+  const candidates = await ports.index.search({ mode: 'hybrid', vector, model: ports.embedder.model, text: q, ...scope, limit: Math.max(limit, LEAD_DEPTH), ...(ports.embedder.fusion ? { fusion: ports.embedder.fusion } : {}) });
+  const hits = withLead(candidates).slice(0, limit);
   return rerank && ports.reranker ? rerankHits(ports.reranker, q, hits) : hits;
+}
+
+/** How much of its document's lead chunk's score a chunk borrows (withLead). */
+export const LEAD_WEIGHT = 0.2;
+const LEAD_DEPTH = 50;
+
+/**
+ * A document's lead as a field: every chunk borrows LEAD_WEIGHT of the score of its document's
+ * first chunk (its lead paragraph, its first heading's section) when that chunk is among the
+ * candidates, as (score + w · lead) / (1 + w), so scores stay in 0..1 and 0 stays 0. Every chunk
+ * of a document gains the same, so the order within a document (and within one conversation) is
+ * unchanged; between documents, one whose opening is also about the query comes first. Chosen on
+ * the manual pages of seed 7 and confirmed on seed 8 (docs/search.md).
+ */
+export function withLead(hits: SearchHit[], weight = LEAD_WEIGHT): SearchHit[] {
+  const lead = new Map<string, number>();
+  for (const h of hits) if (h.index === 0) lead.set(h.documentId, h.score);
+  return hits
+    .map((h) => ({ ...h, score: (h.score + weight * (lead.get(h.documentId) ?? 0)) / (1 + weight) }))
+    .sort((a, b) => b.score - a.score || (a.documentId < b.documentId ? -1 : a.documentId > b.documentId ? 1 : 0) || a.index - b.index);
 }
 
 /**
