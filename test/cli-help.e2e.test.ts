@@ -18,6 +18,8 @@ describe('every command: --help is its usage, an unknown flag one line', () => {
     ['packages/cli/src/main.ts', ['replay', 'redrive'], 'memstream replay redrive'],
     ['bench/ingest.ts', [], 'memstream bench'],
     ['bench/conversations.ts', [], 'memstream bench conversations'],
+    ['bench/memorizer.ts', [], 'memstream bench memorizer'],
+    ['packages/cli/src/main.ts', ['replay', 'memories'], 'memstream replay memories'],
   ] as const)('%s %s', async (file, cmd, name) => {
     const [help, bad] = await Promise.all([run(file, [...cmd, '--help']), run(file, [...cmd, '--no-such-flag'])]);
     expect(help.code).toBe(0);

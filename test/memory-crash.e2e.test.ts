@@ -1,11 +1,11 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import path from 'node:path';
-import { mkdtempSync } from 'node:fs';
-import { tmpdir } from 'node:os';
+import { spawnSync } from 'node:child_process';
 import { connectBus, type Bus } from '@memstream/bus';
-import { HashedEmbedder } from '@memstream/embedder';
 import { createLogger } from '@memstream/kit';
-import { SqliteMemoryStore, readCommits, replayMemories } from '@memstream/memory';
+import { REPO_ROOT } from '@memstream/cli';
+import { HashedEmbedder } from '@memstream/embedder';
+import { SqliteMemoryStore, readCommits } from '@memstream/memory';
 import { api, startTestStack, waitFor, type TestStack } from './support/stack.js';
 
 /** Documents in all; MEMSTREAM_MEMORY_CRASH_DOCS lowers or raises it. */
@@ -77,14 +77,16 @@ describe('memory crash: kill -9 the memorizer mid-stream, then replay the memory
         expect(latest.filter((m) => m.attribute?.key === 'works_at')).toHaveLength(1);
       }
 
-      const rebuilt = SqliteMemoryStore.open(path.join(mkdtempSync(path.join(tmpdir(), 'memory-replay-')), 'memories.sqlite'), new HashedEmbedder());
-      try {
-        const applied = await replayMemories(bus, rebuilt);
-        expect(applied).toBeGreaterThanOrEqual(DOCS);
-        expect(await rebuilt.digest()).toBe(await live.digest());
-      } finally {
-        await rebuilt.close();
-      }
+      // The operator's command: rebuild from the log beside the live store and compare.
+      const replay = spawnSync(process.execPath, ['--import', 'tsx', 'packages/cli/src/main.ts', 'replay', 'memories'], {
+        cwd: REPO_ROOT,
+        env: { ...process.env, NATS_URL: stack.nats.url, MEMSTREAM_DATA_DIR: stack.dataDir, LOG_LEVEL: 'warn' },
+        encoding: 'utf8',
+        timeout: 120_000,
+      });
+      expect(replay.status, replay.stderr).toBe(0);
+      const memories = (await live.list({ containerTags: undefined, sort: 'createdAt', order: 'asc', limit: 1_000_000, offset: 0 })).total;
+      expect(replay.stdout).toContain(`compared with the live store: ${memories} equal, 0 different, 0 only live, 0 only rebuilt; digests equal`);
     } finally {
       await live.close();
     }

@@ -138,6 +138,33 @@ describe('memories through the official SDK', () => {
     expect(listed.memoryEntries.map((e) => e.memory)).toEqual(['My locker code is 9090.']);
   });
 
+  it('/v3/settings (client.settings): per key scope, secrets never answered in full; chunkSize and excludeItems shape what is added next', async () => {
+    const tag = unique('settings');
+    const key = await client.post<{ key: string }>('/v3/auth/scoped-key', { body: { containerTag: tag, name: 'settings' } });
+    const { client: scoped } = recordingClient(stack, { apiKey: key.key });
+    const upd = await scoped.settings.update({ chunkSize: 64, excludeItems: ['peanut'], notionClientId: 'notion-app', notionClientSecret: 'secret_abcdefghijkl1234' });
+    expect(upd.updated).toEqual({ chunkSize: 64, excludeItems: ['peanut'], notionClientId: 'notion-app', notionClientSecret: '…1234' });
+    const got = await scoped.settings.get();
+    expect(got).toEqual({ chunkSize: 64, excludeItems: ['peanut'], notionClientId: 'notion-app', notionClientSecret: '…1234' });
+    // The admin key's settings are its own; null resets a field; bad input is a 400.
+    expect(await client.settings.get()).not.toHaveProperty('chunkSize');
+    await scoped.settings.update({ notionClientId: null });
+    expect(await scoped.settings.get()).not.toHaveProperty('notionClientId');
+    await expect(scoped.settings.update({ chunkSize: 5 })).rejects.toBeInstanceOf(BadRequestError);
+    await expect(scoped.settings.update({ includeItems: { a: 1 } })).rejects.toBeInstanceOf(BadRequestError);
+    await expect(scoped.patch('/v3/settings', { body: { colour: 'blue' } })).rejects.toBeInstanceOf(BadRequestError);
+    const openapi = (await (await fetch(`${stack.baseUrl}/openapi.json`, { headers: { authorization: `Bearer ${stack.apiKey}` } })).json()) as { paths: Record<string, object> };
+    expect(Object.keys(openapi.paths['/v3/settings'] ?? {}).sort()).toEqual(['get', 'patch']);
+
+    const sentences = Array.from({ length: 30 }, (_, i) => `Entry ${i}: the weekly ledger of the bakery lists flour, butter and sugar deliveries in detail.`).join(' ');
+    const doc = await scoped.documents.add({ content: `I am allergic to peanuts since childhood. I live in Porto. ${sentences}` });
+    const done = (await waitForDoc(scoped, doc.id, 'dreamed', (d) => (d as unknown as DocWithDreaming).dreamingStatus === 'done', 30_000)) as unknown as DocWithDreaming & { chunkCount: number };
+    expect(done.memories?.map((m) => m.memory)).toContain('The user lives in Porto.');
+    expect(done.memories?.some((m) => /peanut/i.test(m.memory))).toBe(false);
+    // ~600 tokens of text in chunks of at most 64 tokens (the service default is 512).
+    expect(done.chunkCount).toBeGreaterThan(5);
+  });
+
   it('/v4/conversations: one document per conversation; later messages append and teach', async () => {
     const tag = unique('conv');
     const conversationId = unique('c');

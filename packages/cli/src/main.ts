@@ -11,7 +11,7 @@ import { loadConfig, type Config } from './config.js';
 import { startNatsServer, type NatsServerHandle } from './nats-server.js';
 import { SERVICES, spawnService, stopProcess, type ServiceName, type ServiceProcess } from './stack.js';
 import { compareViews, progressBar, rebuildViews } from './replay.js';
-import { REPLAY_USAGE, replayEmbed, replayIndex, replayRedrive, runningNatsUrl } from './replay-commands.js';
+import { REPLAY_USAGE, replayEmbed, replayIndex, replayMemories, replayRedrive, runningNatsUrl } from './replay-commands.js';
 import { importCommand } from './import/command.js';
 import { apiTarget } from './target.js';
 import { commandArgs } from './args.js';
@@ -25,6 +25,8 @@ const USAGE = `memstream — a self-hostable content memory service
                                        with the rebuilt one (stop memstream first)
   ./memstream replay index [--dry-run]  rebuild the chunk index from the log and compare it with the
         [--swap]                       live one; --swap makes the rebuilt index live (stop memstream first)
+  ./memstream replay memories [--swap] rebuild the memory store from the MEMORY log (no extractor
+                                       runs) and compare it with the live one; --swap makes it live
   ./memstream replay redrive --from <extract|chunk|embed|index>
         [--all | --tag T | --filter JSON | --failed] [--dry-run] [--yes] [--no-wait]
                                        process the selected documents again from a stage, as a new
@@ -50,7 +52,7 @@ Starts nats-server (unless NATS_URL is set) and the seven services, supervises t
 that exits is started again, the broker on the same port and store), and stops them in order on
 Ctrl-C or SIGTERM. It takes no flags: configuration is the environment (README: Configuration).`;
 
-const REPLAY_HELP = `usage: ./memstream replay <projection|index|redrive|embed> [flags]
+const REPLAY_HELP = `usage: ./memstream replay <projection|index|memories|redrive|embed> [flags]
 
 ${Object.values(REPLAY_USAGE).map((u) => u.split('\n')[0]!.replace(/^usage: /, '  ')).join('\n')}
 
@@ -255,12 +257,12 @@ async function replay(config: Config, args: string[]): Promise<number> {
     process.stdout.write(REPLAY_HELP + '\n');
     return what === undefined ? 2 : 0;
   }
-  const commands = { index: replayIndex, redrive: replayRedrive, embed: replayEmbed } as const;
-  if (what === 'index' || what === 'redrive' || what === 'embed') {
+  const commands = { index: replayIndex, redrive: replayRedrive, embed: replayEmbed, memories: replayMemories } as const;
+  if (what === 'index' || what === 'redrive' || what === 'embed' || what === 'memories') {
     return commands[what](config, dataDir(config), args.slice(1), (fn, opts) => withBus(config, fn, opts));
   }
   if (what !== 'projection') {
-    process.stderr.write(`memstream replay: unknown target ${what}: projection, index, redrive or embed (./memstream replay --help)\n`);
+    process.stderr.write(`memstream replay: unknown target ${what}: projection, index, memories, redrive or embed (./memstream replay --help)\n`);
     return 2;
   }
   const swap = commandArgs('replay projection', REPLAY_USAGE.projection, { args: args.slice(1), options: { swap: { type: 'boolean' } } }).values.swap === true;

@@ -1,11 +1,12 @@
 import path from 'node:path';
-import { readFileSync, renameSync, rmSync } from 'node:fs';
+import { existsSync, readFileSync, renameSync, rmSync } from 'node:fs';
 import { createInterface } from 'node:readline/promises';
 import { commandArgs } from './args.js';
 import { embeddingConfigStore, type Bus } from '@memstream/bus';
-import { ChunkIndexSet, namedIndexPath, openNamedChunkIndex, type ChunkIndex } from '@memstream/chunk-index';
+import { ChunkIndexSet, SqliteChunkIndex, annDir, namedIndexPath, openNamedChunkIndex, removeAnnFiles, type ChunkIndex } from '@memstream/chunk-index';
 import { DEFAULT_INDEX, RedriveStage } from '@memstream/contracts';
 import { openDocumentViews, type DocumentViews } from '@memstream/views';
+import { SqliteMemoryStore, replayMemories as replayMemoryLog, type MemoryStore } from '@memstream/memory';
 import { loadEmbeddingEnv, type Config } from './config.js';
 import { progressBar } from './replay.js';
 import { compareIndexes, indexedDocumentIds, rebuildIndex } from './replay-index.js';
@@ -54,6 +55,11 @@ Rebuilds the active embedding model's chunk index from the log and compares it w
 
 Processes the selected documents again from a stage, as a new revision (memstream must be up).
 --dry-run counts them by status; otherwise it waits until they are done or failed (default 120 s).`,
+  memories: `usage: ./memstream replay memories [--swap]
+
+Reads the whole MEMORY log into a fresh memory store (<data dir>/memories.rebuild.sqlite), without
+calling any extractor (each decision is in the log), and compares it memory by memory with the live
+memories.sqlite. --swap makes it the live one (stop memstream first).`,
   embed: `usage: ./memstream replay embed --model <hashed:DIM | openai:MODEL[:DIM] | onnx:DIR> [--dry-run] [--yes] [--wait-timeout S]
 
 Embeds every chunk with a new model into a shadow index, catches up, then switches search and new
@@ -97,7 +103,10 @@ export async function replayIndex(config: Config, dir: string, argv: string[], w
       return 0;
     }
     const rebuildPath = namedIndexPath(dir, 'rebuild');
-    if (!config.QDRANT_URL) for (const suffix of ['', '-wal', '-shm']) rmSync(rebuildPath + suffix, { force: true });
+    if (!config.QDRANT_URL) {
+      for (const suffix of ['', '-wal', '-shm']) rmSync(rebuildPath + suffix, { force: true });
+      removeAnnFiles(rebuildPath);
+    }
     const target = await openNamedChunkIndex(indexStore(config, dir), 'rebuild');
     let live: ChunkIndex | null = null;
     try {
@@ -105,6 +114,13 @@ export async function replayIndex(config: Config, dir: string, argv: string[], w
       const t0 = performance.now();
       const r = await rebuildIndex(bus, target, { progress: progressBar('replay index', 'documents'), ...(model ? { model: model.embedder, batch: model.batch } : {}) });
       out(`rebuilt ${r.documents} documents, ${r.chunks} chunks in ${((performance.now() - t0) / 1000).toFixed(1)} s${model ? ` (${r.reembedded} embedded again with ${model.embedder.model})` : ''}`);
+      if (target instanceof SqliteChunkIndex) {
+        // The nearest-neighbour graphs are part of the rebuilt index: built now and saved beside
+        // it, so search does not build them after the swap.
+        const t1 = performance.now();
+        const graphs = await target.prepareAnn();
+        if (graphs.length) out(`built the nearest-neighbour graph${graphs.length > 1 ? 's' : ''} (${graphs.map((g) => `${g.model}: ${g.points} vectors`).join(', ')}) in ${((performance.now() - t1) / 1000).toFixed(1)} s`);
+      }
       live = await openNamedChunkIndex(indexStore(config, dir), activeName);
       const views = await openViews(config, dir);
       const ids = new Set(await indexedDocumentIds(bus));
@@ -126,6 +142,13 @@ export async function replayIndex(config: Config, dir: string, argv: string[], w
         const livePath = namedIndexPath(dir, activeName);
         for (const suffix of ['-wal', '-shm']) rmSync(livePath + suffix, { force: true });
         renameSync(rebuildPath, livePath);
+        // The graphs follow their file (a graph also records its file's identity, so a stale one is never used).
+        removeAnnFiles(livePath);
+        try {
+          renameSync(annDir(rebuildPath), annDir(livePath));
+        } catch {
+          // No graph was built (an index under the size that uses one).
+        }
         out(`the live index is now the rebuilt one (${livePath})`);
       }
     } else {
@@ -276,4 +299,67 @@ async function checkEnvModel(index: ChunkIndex, bus: Bus, envModel: string): Pro
       throw new Error(`the index holds vectors of ${other.model}, but this environment names ${envModel}: run the command with the services' EMBEDDER and EMBEDDING_* settings`);
     }
   }
+}
+
+/** Every memory of a store by id, as JSON (every version, forgotten or not). */
+async function memoriesById(store: MemoryStore): Promise<Map<string, string>> {
+  const { items } = await store.list({ containerTags: undefined, sort: 'createdAt', order: 'asc', limit: Number.MAX_SAFE_INTEGER, offset: 0 });
+  return new Map(items.map((m) => [m.id, JSON.stringify(m)]));
+}
+
+/** Two memory stores memory by memory: equal, different, only in one. */
+export async function compareMemoryStores(a: MemoryStore, b: MemoryStore): Promise<{ same: number; different: string[]; onlyInA: string[]; onlyInB: string[]; equalDigests: boolean }> {
+  const [ma, mb] = await Promise.all([memoriesById(a), memoriesById(b)]);
+  const out = { same: 0, different: [] as string[], onlyInA: [] as string[], onlyInB: [...mb.keys()].filter((id) => !ma.has(id)) };
+  for (const [id, json] of ma) {
+    const other = mb.get(id);
+    if (other === undefined) out.onlyInA.push(id);
+    else if (other === json) out.same++;
+    else out.different.push(id);
+  }
+  return { ...out, equalDigests: (await a.digest()) === (await b.digest()) };
+}
+
+/**
+ * `replay memories [--swap]`: rebuild the memory store from the MEMORY log into
+ * memories.rebuild.sqlite (the fold of the commits; no extractor runs) and compare it with the
+ * live memories.sqlite; --swap makes it the live one (stop memstream first). Vectors are made
+ * with the environment's embedding model, like the memorizer's.
+ */
+export async function replayMemories(_config: Config, dir: string, argv: string[], withBus: WithBus): Promise<number> {
+  const { values } = commandArgs('replay memories', REPLAY_USAGE.memories, { args: argv, options: { swap: { type: 'boolean' } } });
+  const livePath = path.join(dir, 'memories.sqlite');
+  const rebuildPath = path.join(dir, 'memories.rebuild.sqlite');
+  const { embedder } = await embedderFor(undefined);
+  return withBus(async (bus) => {
+    for (const suffix of ['', '-wal', '-shm']) rmSync(rebuildPath + suffix, { force: true });
+    const target = SqliteMemoryStore.open(rebuildPath, embedder);
+    let live: SqliteMemoryStore | null = null;
+    try {
+      const t0 = performance.now();
+      const commits = await replayMemoryLog(bus, target);
+      out(`rebuilt the memory store from ${commits} commits in ${((performance.now() - t0) / 1000).toFixed(1)} s`);
+      if (existsSync(livePath)) {
+        live = SqliteMemoryStore.open(livePath, embedder);
+        const cmp = await compareMemoryStores(live, target);
+        out(
+          `compared with the live store: ${cmp.same} equal, ${cmp.different.length} different, ${cmp.onlyInA.length} only live, ${cmp.onlyInB.length} only rebuilt; ` +
+            (cmp.equalDigests ? 'digests equal (memories and tag sequences)' : 'digests differ (a store behind the log differs in its tag sequences too)'),
+        );
+      } else {
+        out(`no live store at ${livePath} to compare with`);
+      }
+    } finally {
+      await target.close();
+      await live?.close();
+    }
+    if (values.swap) {
+      for (const suffix of ['-wal', '-shm']) rmSync(livePath + suffix, { force: true });
+      renameSync(rebuildPath, livePath);
+      out(`the live memory store is now the rebuilt one (${livePath})`);
+    } else {
+      out(`rebuilt store kept at ${rebuildPath}; --swap makes it the live one`);
+    }
+    return 0;
+  });
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { follow, recordingContext, submittedEvent, type EmbeddingConfigStore } from '@memstream/bus';
+import { asHandler, follow, recordingContext, submittedEvent, type EmbeddingConfigStore } from '@memstream/bus';
 import { encodeVector, type EmbeddedData, type EmbeddingConfig, type ExtractedData } from '@memstream/contracts';
 import { SqliteDocumentViews, type DocumentView } from '@memstream/views';
 import { HashedEmbedder, modelSpecSettings, withModelSettings, embedderEnv, embedderConfigFrom } from '../../embedder/src/index.js';
@@ -65,7 +65,7 @@ describe('re-drive in the stages: before `from`, re-emit; from `from` on, comput
     const cached = new Map(chunks.map((c) => [c.hash, encodeVector(new Float32Array(32).fill(0.5))]));
     const prior: EmbeddedData = { model: embedder.model, dim: 32, computed: 2, chunks: chunks.map((c) => ({ ...c, vector: cached.get(c.hash)! })) };
     let priorModel = embedder.model;
-    const handle = createEmbedHandler({ embedder, batch: 8, previousVectors: async () => cached, embeddedOf: async () => ({ ...prior, model: priorModel }) });
+    const handle = asHandler(createEmbedHandler({ embedder, batch: 8, previousVectors: async () => cached, embeddedOf: async () => ({ ...prior, model: priorModel }) }));
     const sub = submittedEvent('x', { revision: 4 });
     const run = async (redrive?: { from: 'extract' | 'chunk' | 'embed' | 'index'; ofRevision: number }) => {
       const out = ((await handle(follow(sub, 'document.chunked.v1', { tokenizer: 't', chunks, ...(redrive ? { redrive } : {}) }), recordingContext())) ?? [])[0]!;
@@ -86,7 +86,7 @@ describe('re-drive in the stages: before `from`, re-emit; from `from` on, comput
   it('the embedder uses the active model when one is switched to', async () => {
     const env = new HashedEmbedder({ dim: 32 });
     const active = new HashedEmbedder({ dim: 48 });
-    const handle = createEmbedHandler({ embedder: env, batch: 8, activeEmbedder: async () => active });
+    const handle = asHandler(createEmbedHandler({ embedder: env, batch: 8, activeEmbedder: async () => active }));
     const out = ((await handle(follow(submittedEvent('x'), 'document.chunked.v1', { tokenizer: 't', chunks: [{ index: 0, hash: 'c'.repeat(64), text: 'gamma', tokens: 1 }] }), recordingContext())) ?? [])[0]!;
     expect(out).toMatchObject({ data: { model: 'hashed-ngram-v1-48', dim: 48 } });
   });

@@ -1,6 +1,7 @@
-import type { MemoryCommit, MemoryRecord, Metadata } from '@memstream/contracts';
+import type { DocumentSettings, MemoryCandidate, MemoryCommit, MemoryRecord, Metadata } from '@memstream/contracts';
 import type { MemoryExtractor } from './extract/port.js';
 import type { MemoryLog } from './log.js';
+import type { MemoryStore } from './store/port.js';
 import { resolveExtraction } from './resolve.js';
 
 /** What the memorizer needs to know about one indexed document revision (read from the log). */
@@ -17,6 +18,8 @@ export interface DocumentToMemorize {
   /** ISO: the document's own date (metadata `date` / `documentDate` when given), else when it was submitted. */
   documentDate: string;
   correlationId: string;
+  /** The submitting key's settings (/v3/settings) carried on its submission: extraction filters. */
+  settings?: DocumentSettings | undefined;
 }
 
 /** Memory metadata matches `filterByMetadata` when every key matches (an array: any of its values). */
@@ -38,6 +41,36 @@ export function documentDateOf(metadata: Metadata, fallback: string): string {
     if (typeof v === 'string' && Number.isFinite(Date.parse(v))) return new Date(v).toISOString();
   }
   return fallback;
+}
+
+/** How many of the tag's newest static and other memories an extractor is shown. */
+export const EXTRACTION_CONTEXT = 50;
+
+/**
+ * What an extractor is shown of a tag (memory-layer.md §4): its newest live static memories and
+ * newest others (EXTRACTION_CONTEXT of each), plus the user's name wherever it is, so "I" resolves
+ * to it however many statics the tag holds.
+ */
+export async function extractionContext(store: MemoryStore, tag: string, now: Date): Promise<MemoryRecord[]> {
+  const [recent, name] = await Promise.all([store.recent(tag, { liveAt: now, limit: EXTRACTION_CONTEXT }), store.related(tag, { attributes: [{ subject: 'user', key: 'name' }], statements: [], ids: [], liveAt: now })]);
+  return [...new Map([...name, ...recent].map((m) => [m.id, m])).values()];
+}
+
+/**
+ * The settings' item filters, for every extractor: `excludeItems` drops a candidate whose
+ * statement or source mentions one of them (case-insensitive); `includeItems`, when set, keeps
+ * only candidates that mention one.
+ */
+export function applyItemFilters(candidates: MemoryCandidate[], settings: DocumentSettings | undefined): MemoryCandidate[] {
+  const norm = (xs: string[] | undefined) => (xs ?? []).map((x) => x.toLowerCase()).filter((x) => x.trim() !== '');
+  const include = norm(settings?.includeItems);
+  const exclude = norm(settings?.excludeItems);
+  if (include.length === 0 && exclude.length === 0) return candidates;
+  const mentions = (c: MemoryCandidate, items: string[]) => {
+    const text = `${c.memory}\n${c.sourceText ?? ''}`.toLowerCase();
+    return items.some((i) => text.includes(i));
+  };
+  return candidates.filter((c) => !mentions(c, exclude) && (include.length === 0 || mentions(c, include)));
 }
 
 export interface MemorizeOutcome {
@@ -62,19 +95,33 @@ export async function memorizeDocument(
       const done = await ports.log.store.memorized(doc.documentId, tag);
       if (done && done.revision >= doc.revision) return null;
       const now = ports.now();
-      const existing: MemoryRecord[] = (await ports.log.store.tagMemories(tag, { liveAt: now })).filter((m) => matchesFilterByMetadata(m.metadata, doc.filterByMetadata));
+      const inScope = (ms: MemoryRecord[]) => ms.filter((m) => matchesFilterByMetadata(m.metadata, doc.filterByMetadata));
+      // Bounded reads only: the cost of memorizing a document must not grow with the tag's memories.
+      const shown = inScope(await extractionContext(ports.log.store, tag, now));
       const started = performance.now();
-      const { candidates, tokens } = await ports.extractor.extract({
+      const extracted = await ports.extractor.extract({
         text: doc.text,
         format: doc.format,
         documentDate: doc.documentDate,
         entityContext: doc.entityContext,
-        existing,
+        existing: shown,
+        ...(doc.settings?.shouldLLMFilter && doc.settings.filterPrompt ? { filterPrompt: doc.settings.filterPrompt } : {}),
       });
+      const { candidates, tokens } = { ...extracted, candidates: applyItemFilters(extracted.candidates, doc.settings) };
       const ms = Math.round(performance.now() - started);
       const id = `mem:${doc.documentId}:${doc.revision}:${tag}`;
       const at = now.toISOString();
-      const changes = resolveExtraction(existing, {
+      // The resolver's rules compare a candidate only with memories of the same (subject, attribute),
+      // the same statement, or an id the extractor named: those, looked up by index, are all it needs.
+      const related = inScope(
+        await ports.log.store.related(tag, {
+          attributes: candidates.flatMap((c) => (c.attribute ? [c.attribute] : [])),
+          statements: candidates.map((c) => c.memory),
+          ids: candidates.flatMap((c) => [...c.updates, ...c.extends]),
+          liveAt: now,
+        }),
+      );
+      const changes = resolveExtraction(related, {
         commitId: id,
         containerTag: tag,
         documentId: doc.documentId,

@@ -7,10 +7,13 @@ export function memoryIdFor(commitId: string, n: number): string {
   return `mem_${createHash('sha256').update(`${commitId}#${n}`).digest('base64url').slice(0, 22)}`;
 }
 
-/** Text compared for "the same fact stated again": case, spacing and closing punctuation do not count. */
+/** A statement as compared for "the same fact stated again": case, spacing and closing punctuation do not count. */
+export function normalizeStatement(s: string): string {
+  return s.toLowerCase().replace(/\s+/g, ' ').replace(/[\s.!?;,]+$/, '').trim();
+}
+
 export function sameStatement(a: string, b: string): boolean {
-  const norm = (s: string) => s.toLowerCase().replace(/\s+/g, ' ').replace(/[\s.!?;,]+$/, '').trim();
-  return norm(a) === norm(b);
+  return normalizeStatement(a) === normalizeStatement(b);
 }
 
 function sameValue(a: string, b: string): boolean {
@@ -105,7 +108,7 @@ export interface ExtractionToResolve {
 
 /**
  * The resolver: what an extraction changes, given the tag's live latest memories it may concern
- * (those sharing an attribute or a statement with a candidate; see MemoryStore.related). Pure,
+ * (those sharing an attribute or a statement with a candidate, or named by id; MemoryStore.related). Pure,
  * like the views' evolve: the same memories and candidates always give the same changes, which
  * the memorizer records in one commit.
  *

@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { checkEmbedderEnv, embedderEnv } from '@memstream/embedder';
 import { commonEnv, intFromEnv, parseEnv } from '@memstream/kit';
+import { checkExtractorEnv, extractorEnv } from '@memstream/memory';
 
 /**
  * The memorizer's whole environment, parsed once. It embeds memory statements with the same
@@ -13,7 +14,12 @@ export const Config = z
     /** Documents memorized at once; documents of one container tag are always taken one at a time. */
     MEMORIZER_CONCURRENCY: intFromEnv(4),
     ...embedderEnv,
+    /** The extractor: offline rules (default) or an OpenAI-compatible chat model (packages/memory/src/extract/env.ts). */
+    ...extractorEnv,
   })
-  .superRefine(checkEmbedderEnv);
+  .superRefine((c, ctx) => {
+    checkEmbedderEnv(c, ctx);
+    checkExtractorEnv(c, ctx);
+  });
 export type Config = z.infer<typeof Config>;
 export const loadConfig = (): Config => parseEnv(Config);

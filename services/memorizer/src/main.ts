@@ -5,7 +5,7 @@ import { mkdirSync } from 'node:fs';
 import { kvRateLimiter, startWorker } from '@memstream/bus';
 import { embedderConfigFrom, loadEmbedder, sharedRateLimitFrom } from '@memstream/embedder';
 import { createLogger } from '@memstream/kit';
-import { MemoryLog, OfflineExtractor, SqliteMemoryStore, ensureMemoryStream } from '@memstream/memory';
+import { MemoryLog, SqliteMemoryStore, ensureMemoryStream, extractorFrom, extractorRateLimitFrom } from '@memstream/memory';
 import { loadConfig } from './config.js';
 import { createForgetHandler, createMemorizeHandler } from './handlers/index.js';
 import { documentFromLog } from './adapters/document-from-log.js';
@@ -27,7 +27,11 @@ await startWorker({
     const embedder = await loadEmbedder(embedderConfigFrom(config), { rateLimiter: limit ? await kvRateLimiter(bus, limit) : undefined });
     const store = SqliteMemoryStore.open(path.join(config.MEMSTREAM_DATA_DIR, 'memories.sqlite'), embedder);
     const memoryLog = new MemoryLog(bus, store);
-    const ports = { log: memoryLog, extractor: new OfflineExtractor(), document: documentFromLog(bus), now: () => new Date(), onCommitted: recordMemorized };
+    // The chat model's rate limit is shared by every memorizer replica, like the embedder's.
+    const llmLimit = extractorRateLimitFrom(config);
+    const extractor = extractorFrom(config, llmLimit ? await kvRateLimiter(bus, llmLimit) : undefined);
+    log.info({ extractor: extractor.name }, 'extractor');
+    const ports = { log: memoryLog, extractor, document: documentFromLog(bus), now: () => new Date(), onCommitted: recordMemorized };
     return {
       handle: createMemorizeHandler(ports),
       more: [{ consumer: 'memorizerDeleted' as const, handle: createForgetHandler(ports) }],

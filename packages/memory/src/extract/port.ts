@@ -9,6 +9,8 @@ export interface ExtractionInput {
   entityContext: string | null;
   /** The tag's live latest memories related to the text, and its static ones (filterByMetadata applied). */
   existing: MemoryRecord[];
+  /** The key's filterPrompt when shouldLLMFilter is on (/v3/settings): which content is worth remembering. A model follows it; the offline rules cannot. */
+  filterPrompt?: string;
 }
 
 export interface ExtractionResult {

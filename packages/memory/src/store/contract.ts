@@ -111,6 +111,33 @@ export function describeMemoryStoreContract(name: string, open: () => Promise<Me
       expect(listed.items).toHaveLength(1);
     });
 
+    it('related: the live latest memories of the tag with a named attribute, statement or id; recent: newest static, then others', async () => {
+      h = await open();
+      const at = (subject: string, key: string, value: string) => ({ attribute: { subject, key, value }, isStatic: true });
+      const home1 = mem('mem_aaaaaaaaaa1', 'a', 'Priya lives in Lisbon.', at('user', 'lives_in', 'Lisbon'));
+      await h.store.apply(
+        commit('a', [
+          created(home1),
+          created(mem('mem_aaaaaaaaaa2', 'a', 'Priya likes  tea!', { updatedAt: '2026-01-01T00:00:01.000Z' })),
+          created(mem('mem_aaaaaaaaaa3', 'a', 'Priya works at Acme.', at('user', 'works_at', 'Acme'))),
+          created(mem('mem_aaaaaaaaaa4', 'a', 'Old exam.', { forgetAfter: '2026-01-01T00:00:00.500Z' })),
+        ]),
+        1,
+      );
+      await h.store.apply(commit('b', [created(mem('mem_bbbbbbbbbb1', 'b', 'Priya likes tea.', at('user', 'lives_in', 'Porto')))]), 2);
+      const home2 = nextVersion('mem_aaaaaaaaaa5', home1, { memory: 'Priya lives in Berlin.', isStatic: true, metadata: {}, attribute: { subject: 'user', key: 'lives_in', value: 'Berlin' }, sources: [{ documentId: 'd2', text: null }], extractor: 'direct' }, '2026-01-01T00:00:01.500Z');
+      await h.store.apply(commit('a', [{ type: 'memory.versioned.v1', memory: home2 }]), 3);
+      const liveAt = new Date('2026-01-01T00:00:02.000Z');
+      const ids = async (q: Partial<Parameters<MemoryStore['related']>[1]>) =>
+        (await h!.store.related('a', { attributes: [], statements: [], ids: [], liveAt, ...q })).map((m) => m.id).sort();
+      expect(await ids({ attributes: [{ subject: 'user', key: 'lives_in' }] })).toEqual([home2.id]);
+      expect(await ids({ statements: ['priya likes tea'] })).toEqual(['mem_aaaaaaaaaa2']);
+      expect(await ids({ ids: ['mem_aaaaaaaaaa3', 'mem_bbbbbbbbbb1', home1.id, 'mem_aaaaaaaaaa4'] })).toEqual(['mem_aaaaaaaaaa3']);
+      const recent = await h.store.recent('a', { liveAt, limit: 1 });
+      expect(recent.map((m) => m.id)).toEqual([home2.id, 'mem_aaaaaaaaaa2']);
+      expect((await h.store.recent('a', { liveAt, limit: 10 })).map((m) => m.id).sort()).toEqual(['mem_aaaaaaaaaa2', 'mem_aaaaaaaaaa3', home2.id].sort());
+    });
+
     it('a second store fed the same commits in order is equal (digest), whatever was applied twice', async () => {
       h = await open();
       const v1 = mem('mem_aaaaaaaaaa1', 'a', 'Works at Acme.');

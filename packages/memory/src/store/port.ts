@@ -21,6 +21,18 @@ export interface MemoryHit {
   score: number;
 }
 
+/** What a set of candidates may concern in a tag (resolution reads only these, never the whole tag). */
+export interface RelatedMemoriesQuery {
+  /** Memories with one of these (subject, attribute). */
+  attributes: { subject: string; key: string }[];
+  /** Memories stating one of these (compared as `sameStatement` does). */
+  statements: string[];
+  /** Memories by id (ones an extractor named in `updates` / `extends`). */
+  ids: string[];
+  /** Only live latest memories at this time are returned. */
+  liveAt: Date;
+}
+
 export interface MemoryListQuery {
   containerTags: string[] | undefined;
   filter?: FilterExpr | undefined;
@@ -48,6 +60,10 @@ export interface MemoryStore {
   chain(id: string): Promise<MemoryRecord[]>;
   /** The tag's memories; by default every version, forgotten or not. */
   tagMemories(containerTag: string, opts?: { liveAt?: Date }): Promise<MemoryRecord[]>;
+  /** The tag's live latest memories a set of candidates may concern: indexed lookups, bounded by the candidates, not the tag. */
+  related(containerTag: string, q: RelatedMemoriesQuery): Promise<MemoryRecord[]>;
+  /** What an extractor is shown: the tag's `limit` newest live latest static memories, then its `limit` newest others. */
+  recent(containerTag: string, q: { liveAt: Date; limit: number }): Promise<MemoryRecord[]>;
   /** Memories learned from a document (in any tag). */
   documentMemories(documentId: string): Promise<MemoryRecord[]>;
   /** Whether an extraction of this document revision was committed for the tag. */

@@ -6,7 +6,8 @@ import { MemoryRecord, matchesFilter, type MemoryCommit } from '@memstream/contr
 import { RRF_K, toFtsQuery } from '@memstream/chunk-index';
 import type { Embedder } from '@memstream/embedder';
 import { evolveMemories, isGone, touchedIds } from '../evolve.js';
-import type { MemoryHit, MemoryListQuery, MemorySearchQuery, MemoryStore } from './port.js';
+import { normalizeStatement } from '../resolve.js';
+import type { MemoryHit, MemoryListQuery, MemorySearchQuery, MemoryStore, RelatedMemoriesQuery } from './port.js';
 
 const SCHEMA = `
 CREATE TABLE IF NOT EXISTS memories (
@@ -19,7 +20,11 @@ CREATE TABLE IF NOT EXISTS memories (
   updated_at TEXT NOT NULL,
   text TEXT NOT NULL,
   record TEXT NOT NULL,
-  vector BLOB
+  vector BLOB,
+  root TEXT,
+  attr TEXT,
+  norm TEXT,
+  is_static INTEGER
 );
 CREATE INDEX IF NOT EXISTS memories_tag ON memories (tag, is_latest, is_forgotten);
 CREATE TABLE IF NOT EXISTS memory_documents (document_id TEXT NOT NULL, memory_id TEXT NOT NULL, PRIMARY KEY (document_id, memory_id));
@@ -37,6 +42,26 @@ CREATE TRIGGER IF NOT EXISTS memories_fts_update AFTER UPDATE OF text ON memorie
   INSERT INTO memories_fts (rowid, text) VALUES (new.rowid, new.text);
 END;
 `;
+
+// The lookups the memorizer and the gateway make per document or request, so their cost does not
+// grow with the tag's number of memories: by chain root, by (subject, attribute), by normalised
+// statement, and the tag's newest live memories. Created after MIGRATE (older files lack the columns).
+// Each lookup names its index (INDEXED BY): without statistics SQLite preferred memories_tag,
+// which scans every live memory of the tag, and a sort column missing from an index made it sort
+// them all; either made the cost per document grow with the tag again.
+const INDEXES = `
+DROP INDEX IF EXISTS memories_attr;
+DROP INDEX IF EXISTS memories_norm;
+DROP INDEX IF EXISTS memories_recent;
+CREATE INDEX IF NOT EXISTS memories_root ON memories (root);
+CREATE INDEX IF NOT EXISTS memories_by_attr ON memories (tag, attr, is_latest, is_forgotten);
+CREATE INDEX IF NOT EXISTS memories_by_norm ON memories (tag, norm, is_latest, is_forgotten);
+CREATE INDEX IF NOT EXISTS memories_by_recency ON memories (tag, is_latest, is_forgotten, is_static, updated_at, id);
+`;
+const LOOKUP_COLUMNS = ['root', 'attr', 'norm', 'is_static'] as const;
+
+/** The key a memory's (subject, attribute) is looked up by. */
+const attrKey = (a: { subject: string; key: string }) => `${a.subject}\u001f${a.key}`;
 
 interface Row {
   rowid: number;
@@ -75,12 +100,25 @@ export class SqliteMemoryStore implements MemoryStore {
     this.model = embedder.model;
     this.s = {
       get: db.prepare<[string], Row>('SELECT rowid, id, record, vector FROM memories WHERE id = ?'),
-      upsert: db.prepare<[string, string, number, number, string | null, string, string, string, string, Buffer | null]>(
-        `INSERT INTO memories (id, tag, is_latest, is_forgotten, forget_after, created_at, updated_at, text, record, vector)
-         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+      upsert: db.prepare<[string, string, number, number, string | null, string, string, string, string, Buffer | null, string, string | null, string, number]>(
+        `INSERT INTO memories (id, tag, is_latest, is_forgotten, forget_after, created_at, updated_at, text, record, vector, root, attr, norm, is_static)
+         VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
          ON CONFLICT (id) DO UPDATE SET is_latest = excluded.is_latest, is_forgotten = excluded.is_forgotten,
            forget_after = excluded.forget_after, updated_at = excluded.updated_at, record = excluded.record,
-           text = excluded.text, vector = coalesce(excluded.vector, memories.vector)`,
+           text = excluded.text, vector = coalesce(excluded.vector, memories.vector), root = excluded.root,
+           attr = excluded.attr, norm = excluded.norm, is_static = excluded.is_static`,
+      ),
+      byRoot: db.prepare<[string], Row>('SELECT rowid, id, record, NULL AS vector FROM memories INDEXED BY memories_root WHERE root = ?'),
+      liveByAttr: db.prepare<[string, string], Row>(
+        'SELECT rowid, id, record, NULL AS vector FROM memories INDEXED BY memories_by_attr WHERE tag = ? AND attr = ? AND is_latest = 1 AND is_forgotten = 0',
+      ),
+      liveByNorm: db.prepare<[string, string], Row>(
+        'SELECT rowid, id, record, NULL AS vector FROM memories INDEXED BY memories_by_norm WHERE tag = ? AND norm = ? AND is_latest = 1 AND is_forgotten = 0',
+      ),
+      recentLive: db.prepare<[string, number, string, number], Row>(
+        `SELECT rowid, id, record, NULL AS vector FROM memories INDEXED BY memories_by_recency
+         WHERE tag = ? AND is_latest = 1 AND is_forgotten = 0 AND is_static = ? AND (forget_after IS NULL OR forget_after > ?)
+         ORDER BY updated_at DESC, id DESC LIMIT ?`,
       ),
       linkDoc: db.prepare<[string, string]>('INSERT OR IGNORE INTO memory_documents (document_id, memory_id) VALUES (?, ?)'),
       tagSeq: db.prepare<[string], { seq: number }>('SELECT seq FROM memory_tags WHERE tag = ?'),
@@ -113,6 +151,8 @@ export class SqliteMemoryStore implements MemoryStore {
     db.pragma('journal_mode = WAL');
     db.pragma('synchronous = NORMAL');
     db.exec(SCHEMA);
+    migrate(db);
+    db.exec(INDEXES);
     return new SqliteMemoryStore(db, embedder);
   }
 
@@ -138,7 +178,7 @@ export class SqliteMemoryStore implements MemoryStore {
       for (const [id, m] of after) {
         if (before.get(id) === m) continue;
         const v = vectorOf.get(id);
-        this.s.upsert.run(id, m.containerTag, m.isLatest ? 1 : 0, m.isForgotten ? 1 : 0, m.forgetAfter, m.createdAt, m.updatedAt, m.memory, JSON.stringify(m), v ? toBlob(v) : null);
+        this.s.upsert.run(id, m.containerTag, m.isLatest ? 1 : 0, m.isForgotten ? 1 : 0, m.forgetAfter, m.createdAt, m.updatedAt, m.memory, JSON.stringify(m), v ? toBlob(v) : null, ...lookupColumns(m));
         for (const d of m.documentIds) this.s.linkDoc.run(d, id);
       }
       this.s.setTagSeq.run(commit.containerTag, seq);
@@ -159,8 +199,26 @@ export class SqliteMemoryStore implements MemoryStore {
   async chain(id: string): Promise<MemoryRecord[]> {
     const m = await this.get(id);
     if (!m) return [];
-    const root = m.rootMemoryId ?? m.id;
-    return (await this.tagMemories(m.containerTag)).filter((x) => x.id === root || x.rootMemoryId === root).sort((a, b) => a.version - b.version);
+    return this.s.byRoot
+      .all(m.rootMemoryId ?? m.id)
+      .map((r) => this.parse(r))
+      .sort((a, b) => a.version - b.version);
+  }
+
+  async related(tag: string, q: RelatedMemoriesQuery): Promise<MemoryRecord[]> {
+    const rows = [
+      ...q.attributes.flatMap((a) => this.s.liveByAttr.all(tag, attrKey(a))),
+      ...q.statements.flatMap((t) => this.s.liveByNorm.all(tag, normalizeStatement(t))),
+      ...q.ids.flatMap((id) => this.s.get.all(id)),
+    ];
+    const byId = new Map<string, MemoryRecord>();
+    for (const r of rows) if (!byId.has(r.id)) byId.set(r.id, this.parse(r));
+    return [...byId.values()].filter((m) => m.containerTag === tag && m.isLatest && !isGone(m, q.liveAt));
+  }
+
+  async recent(tag: string, q: { liveAt: Date; limit: number }): Promise<MemoryRecord[]> {
+    const now = q.liveAt.toISOString();
+    return [1, 0].flatMap((isStatic) => this.s.recentLive.all(tag, isStatic, now, q.limit).map((r) => this.parse(r)));
   }
 
   async tagMemories(tag: string, opts: { liveAt?: Date } = {}): Promise<MemoryRecord[]> {
@@ -234,4 +292,23 @@ export class SqliteMemoryStore implements MemoryStore {
   async close(): Promise<void> {
     if (this.db.open) this.db.close();
   }
+}
+
+/** The lookup columns of a record: chain root, (subject, attribute), normalised statement, static. */
+function lookupColumns(m: MemoryRecord): [string, string | null, string, number] {
+  return [m.rootMemoryId ?? m.id, m.attribute ? attrKey(m.attribute) : null, normalizeStatement(m.memory), m.isStatic ? 1 : 0];
+}
+
+/** A file made before the lookup columns existed gets them, filled from each record (once). */
+function migrate(db: Database.Database): void {
+  const have = new Set((db.prepare('PRAGMA table_info(memories)').all() as { name: string }[]).map((c) => c.name));
+  const missing = LOOKUP_COLUMNS.filter((c) => !have.has(c));
+  if (missing.length === 0) return;
+  db.transaction(() => {
+    for (const c of missing) db.exec(`ALTER TABLE memories ADD COLUMN ${c} ${c === 'is_static' ? 'INTEGER' : 'TEXT'}`);
+    const set = db.prepare<[string, string | null, string, number, string]>('UPDATE memories SET root = ?, attr = ?, norm = ?, is_static = ? WHERE id = ?');
+    for (const r of db.prepare('SELECT id, record FROM memories').all() as { id: string; record: string }[]) {
+      set.run(...lookupColumns(MemoryRecord.parse(JSON.parse(r.record))), r.id);
+    }
+  })();
 }

@@ -58,7 +58,7 @@ async function findMemory(ports: MemoryPorts, tag: string, by: { id?: string | u
     throw new NotFoundError('Memory not found', `no memory with id ${JSON.stringify(by.id)} in container tag ${JSON.stringify(tag)}`);
   }
   const now = ports.now();
-  const m = (await ports.store.tagMemories(tag)).find((x) => x.isLatest && !isGone(x, now) && x.memory === by.content);
+  const m = (await ports.store.related(tag, { attributes: [], statements: [by.content ?? ''], ids: [], liveAt: now })).find((x) => x.memory === by.content);
   if (m) return m;
   throw new NotFoundError('Memory not found', `no live memory with exactly this content in container tag ${JSON.stringify(tag)}`);
 }

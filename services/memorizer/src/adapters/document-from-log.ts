@@ -33,6 +33,7 @@ export function documentFromLog(bus: Bus) {
       format: extracted.format,
       documentDate: documentDateOf(metadata, sub.event.occurredAt),
       correlationId,
+      settings: d.settings,
     };
   };
 }

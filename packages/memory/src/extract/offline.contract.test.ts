@@ -1,0 +1,4 @@
+import { describeMemoryExtractorContract } from './contract.js';
+import { OfflineExtractor } from './offline.js';
+
+describeMemoryExtractorContract('offline rules', async () => ({ extractor: new OfflineExtractor(), cleanup: async () => {} }));
