@@ -2,6 +2,7 @@ import { z } from 'zod';
 import { ContainerTag, DocumentType, FailureClass, FileType, Metadata, Stage } from './common.js';
 import type { EventKind } from './names.js';
 import { REDRIVE_ORDER, STAGE_STATUSES, type RedriveName, type StageStatus } from './pipeline.js';
+import { DocumentSettings } from './settings.js';
 
 /**
  * Document events. Each type is versioned: a breaking change is a new `.vN` with an upcaster,
@@ -52,6 +53,8 @@ export const DocumentSubmittedData = z.object({
   metadataVersion: z.number().int().nonnegative(),
   /** Set when this revision is a re-drive of an earlier one rather than new content. */
   redrive: Redrive.optional(),
+  /** The submitting key's settings that shape processing (chunk size, extraction filters), when any is set. */
+  settings: DocumentSettings.optional(),
 });
 export type DocumentSubmittedData = z.infer<typeof DocumentSubmittedData>;
 
@@ -66,6 +69,8 @@ export const ExtractedData = z.object({
   format: z.enum(['plain', 'markdown', 'conversation']),
   /** The revision's re-drive, passed on to the chunker. */
   redrive: Redrive.optional(),
+  /** The chunk size the submitting key set (DocumentSettings.chunkSize), passed on to the chunker. */
+  chunkSize: z.number().int().min(32).max(8192).optional(),
 });
 export type ExtractedData = z.infer<typeof ExtractedData>;
 

@@ -10,3 +10,5 @@ export * from './embedding-config.js';
 export * from './webhooks.js';
 export * from './memory.js';
 export * from './container-tags.js';
+export * from './stopwords.js';
+export * from './settings.js';

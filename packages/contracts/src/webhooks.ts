@@ -102,8 +102,42 @@ export const Webhook = z.object({
 });
 export type Webhook = z.infer<typeof Webhook>;
 
-/** What GET /v3/webhooks shows: no secret. */
-export const WebhookResponse = Webhook.omit({ secret: true });
+/** The NATS KV bucket of scoped API keys (written by the gateway; the notifier reads whether a webhook's key still holds). */
+export const KEYS_BUCKET = 'memstream-keys';
+
+/** What decides whether a scoped key still holds: a slice of its stored record. */
+export interface KeyLifetime {
+  revokedAt: string | null;
+  expiresAt: string | null;
+}
+
+/** Why a webhook delivers nothing any more: the scoped key that registered it was revoked or has expired. */
+export const WebhookDisabled = z.object({
+  reason: z.enum(['key_revoked', 'key_expired', 'key_missing']),
+  message: z.string(),
+  /** When it stopped (the revocation or the expiry), null when unknown. */
+  since: z.string().nullable(),
+});
+export type WebhookDisabled = z.infer<typeof WebhookDisabled>;
+
+/**
+ * Whether a webhook still delivers, from the key that registered it (`key`: its record, null when
+ * there is none): a key's revocation or expiry ends its webhooks as it ends its requests and its
+ * event streams. The admin key's webhooks (createdBy null) never end this way. The gateway's
+ * listings and the notifier's deliveries both decide with this, from the same key record.
+ */
+export function webhookDisabled(hook: Pick<Webhook, 'createdBy'>, key: KeyLifetime | null, now: Date): WebhookDisabled | null {
+  if (hook.createdBy === null) return null;
+  if (key === null) return { reason: 'key_missing', message: `the API key ${hook.createdBy} that registered it no longer exists`, since: null };
+  if (key.revokedAt !== null) return { reason: 'key_revoked', message: `the API key that registered it was revoked at ${key.revokedAt}`, since: key.revokedAt };
+  if (key.expiresAt !== null && Date.parse(key.expiresAt) <= now.getTime()) {
+    return { reason: 'key_expired', message: `the API key that registered it expired at ${key.expiresAt}`, since: key.expiresAt };
+  }
+  return null;
+}
+
+/** What GET /v3/webhooks shows: no secret, and whether it is disabled (null while it delivers). */
+export const WebhookResponse = Webhook.omit({ secret: true }).extend({ disabled: WebhookDisabled.nullable() });
 export type WebhookResponse = z.infer<typeof WebhookResponse>;
 /** What POST /v3/webhooks answers: the secret, this once. */
 export const CreateWebhookResponse = Webhook;

@@ -125,6 +125,23 @@ export function isForbiddenAddress(ip: string): string | null {
   return null;
 }
 
+/**
+ * A fetch or a delivery the address policy refused. The message reaches the tenant (a document's
+ * error, a delivery record) and says only that the host is, or resolves to, a private or reserved
+ * address; `detail` (which address, which rule) is for the server log: what an internal name
+ * resolves to is not the tenant's business.
+ */
+export class AddressRefused extends PermanentError {
+  readonly host: string;
+  readonly detail: string;
+  /** `what`: "refused to fetch" or "refused to deliver to"; `hint`: what the operator could change. */
+  constructor(what: string, host: string, detail: string, hint = '') {
+    super(`${what} ${host}: ${isIP(normaliseAddress(host)) ? 'it is' : 'it resolves to'} a private or reserved address${hint ? ` (${hint})` : ''}`);
+    this.host = host;
+    this.detail = detail;
+  }
+}
+
 /** Resolves a host name to every address it has (dns.lookup with all: true). Replaceable in tests. */
 export type Resolver = (host: string, family: 0 | 4 | 6) => Promise<LookupAddress[]>;
 

@@ -5,3 +5,4 @@ export * from './lifecycle.js';
 export * from './ids.js';
 export * from './conversation.js';
 export * from './address-policy.js';
+export * from './limiter.js';

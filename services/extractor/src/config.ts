@@ -37,13 +37,15 @@ export const loadTranscriberSettings = (): TranscriberSettings => parseEnv(Trans
 export const Config = z.object({
   ...commonEnv,
   /** Documents one process extracts at once. */
-  EXTRACTOR_CONCURRENCY: intFromEnv(4),
+  EXTRACTOR_CONCURRENCY: intFromEnv(16),
   /** Per file: wall time, and resident memory of the child process tree that parses it. */
   EXTRACT_TIMEOUT_MS: z.coerce.number().int().min(1000).default(DEFAULT_LIMITS.timeoutMs),
   EXTRACT_MAX_RSS_MB: z.coerce.number().int().min(64).default(DEFAULT_LIMITS.maxRssBytes / 1048576),
   /** PDF pages read per file, and pixels per image, before the rest is refused. */
   EXTRACT_MAX_PAGES: z.coerce.number().int().min(1).default(DEFAULT_LIMITS.maxPages),
   EXTRACT_MAX_PIXELS: z.coerce.number().int().min(1).default(DEFAULT_LIMITS.maxPixels),
+  /** UTF-8 bytes of extracted text per document (default 5 MB); a document with more ends failed. */
+  EXTRACT_MAX_TEXT_BYTES: z.coerce.number().int().min(1024).default(DEFAULT_LIMITS.maxTextBytes),
   ...transcriberEnv,
   /**
    * CIDRs, addresses and host names that URL fetching may reach although the SSRF policy refuses
@@ -97,5 +99,6 @@ export function limitsFrom(config: Config): ExtractLimits {
     maxRssBytes: config.EXTRACT_MAX_RSS_MB * 1048576,
     maxPages: config.EXTRACT_MAX_PAGES,
     maxPixels: config.EXTRACT_MAX_PIXELS,
+    maxTextBytes: config.EXTRACT_MAX_TEXT_BYTES,
   };
 }

@@ -51,6 +51,11 @@ export interface ExtractLimits {
   maxZipRatio: number;
   /** Audio and video length transcribed. */
   maxMediaSeconds: number;
+  /**
+   * UTF-8 bytes of text one document may yield: more fails the document (permanently, saying
+   * so) rather than keep the chunker, the embedder and the index busy with it for every tenant.
+   */
+  maxTextBytes: number;
 }
 
 export const DEFAULT_LIMITS: ExtractLimits = {
@@ -63,6 +68,7 @@ export const DEFAULT_LIMITS: ExtractLimits = {
   maxZipExpandedBytes: 500 * 1024 * 1024,
   maxZipRatio: 200,
   maxMediaSeconds: 3 * 60 * 60,
+  maxTextBytes: 5 * 1024 * 1024,
 };
 
 export interface ExtractContext {

@@ -3,7 +3,7 @@ import { readFile } from 'node:fs/promises';
 import { readFileSync, readdirSync } from 'node:fs';
 import path from 'node:path';
 import { fileURLToPath } from 'node:url';
-import { PermanentError, RetryableError } from '@memstream/kit';
+import { PermanentError, RetryableError, limiter } from '@memstream/kit';
 import type { ExtractContext, ExtractResult, Kind, SourceFile } from './kinds.js';
 
 const CHILD = path.join(path.dirname(fileURLToPath(import.meta.url)), 'sandbox-child.ts');
@@ -55,7 +55,17 @@ function readFileSafe(f: string): string {
  * is watched for resident memory and wall time, and killed past either limit. Such a file fails
  * permanently with the reason (class poison): retrying the same bytes cannot help.
  */
-export async function extractIsolated(file: SourceFile, kind: Kind, ctx: ExtractContext): Promise<ExtractResult & { peakRssBytes: number }> {
+export function extractIsolated(file: SourceFile, kind: Kind, ctx: ExtractContext): Promise<ExtractResult & { peakRssBytes: number }> {
+  return oneSandboxSlot(() => extractInChild(file, kind, ctx));
+}
+
+/**
+ * At most 4 children at once per process, whatever EXTRACTOR_CONCURRENCY is: each may use up to
+ * EXTRACT_MAX_RSS_MB, while plain text (no child) is worth taking in larger batches.
+ */
+const oneSandboxSlot = limiter(4);
+
+async function extractInChild(file: SourceFile, kind: Kind, ctx: ExtractContext): Promise<ExtractResult & { peakRssBytes: number }> {
   const { limits } = ctx;
   const heapMb = Math.max(64, Math.floor((limits.maxRssBytes * 0.6) / (1024 * 1024)));
   const args = JSON.stringify({ file, kind, limits, workDir: ctx.workDir });

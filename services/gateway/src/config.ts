@@ -15,6 +15,13 @@ export const Config = z.object({
   QDRANT_API_KEY: z.string().optional(),
   /** Largest JSON body accepted. */
   MEMSTREAM_JSON_LIMIT: z.string().default('10mb'),
+  /**
+   * How long a client may take to send a whole request (headers and body; Node's default is 300 s)
+   * and its headers alone (Node: 60 s): a slow or stalled client holds a socket no longer than this.
+   * The request timeout must leave room for the largest upload (50 MB) on the slowest link served.
+   */
+  MEMSTREAM_REQUEST_TIMEOUT_MS: z.coerce.number().int().min(1000).default(60_000),
+  MEMSTREAM_HEADERS_TIMEOUT_MS: z.coerce.number().int().min(1000).default(10_000),
   /** Largest JSON answer; past it a request gets a 400 telling it to ask for less (docs/limits.md). */
   MEMSTREAM_MAX_ANSWER_BYTES: z.coerce.number().int().min(1024).default(32 * 1024 * 1024),
   /** Accept webhook receivers on loopback and private addresses (the notifier reads the same variable). */

@@ -12,6 +12,7 @@ import { loadConfig } from './config.js';
 import { createApp } from './app.js';
 import { jetstreamEventLog } from './adapters/event-log.js';
 import { kvTagContexts } from './adapters/tag-contexts.js';
+import { kvSettings } from './adapters/settings.js';
 import { followActiveModel } from './adapters/active-model.js';
 import { startKeyAuth } from './adapters/keys.js';
 import { createUploadHandler } from './http/upload.js';
@@ -52,7 +53,7 @@ try {
   await ensureMemoryStream(bus.jsm);
   const memoryStore = SqliteMemoryStore.open(path.join(config.MEMSTREAM_DATA_DIR, 'memories.sqlite'), embedder);
   const memories = { store: memoryStore, log: new MemoryLog(bus, memoryStore), embedder, views, now: () => new Date() };
-  const ports = { views, index: active.deletes, blobs, events: jetstreamEventLog(bus), tagContexts: await kvTagContexts(bus), now: () => new Date() };
+  const ports = { views, index: active.deletes, blobs, events: jetstreamEventLog(bus), tagContexts: await kvTagContexts(bus), settings: await kvSettings(bus), now: () => new Date() };
   // Scoped API keys (NATS KV, watched), their shared rate limits, and the key.expiring notices.
   const keyAuth = await startKeyAuth(bus, config, log);
   // Webhook registrations (NATS KV, shared with the notifier) and the SSE streams, ended first at shutdown.
@@ -84,6 +85,9 @@ try {
     const s = app.listen(config.MEMSTREAM_PORT, config.MEMSTREAM_HOST, () => resolve(s));
     s.once('error', reject);
   });
+  // Node checks both every `connectionsCheckingInterval` (30 s by default): a stalled request ends within that much past its limit.
+  server.requestTimeout = config.MEMSTREAM_REQUEST_TIMEOUT_MS;
+  server.headersTimeout = Math.min(config.MEMSTREAM_HEADERS_TIMEOUT_MS, config.MEMSTREAM_REQUEST_TIMEOUT_MS);
   const addr = server.address();
   const port = typeof addr === 'object' && addr ? addr.port : config.MEMSTREAM_PORT;
   onShutdown(log, [

@@ -10,9 +10,11 @@ const flag = z
 export const Config = z.object({
   ...commonEnv,
   /** Document events turned into transitions at once. */
-  NOTIFIER_CONCURRENCY: intFromEnv(8),
+  NOTIFIER_CONCURRENCY: intFromEnv(32),
   /** Webhook POSTs in flight at once (per process). */
   MEMSTREAM_WEBHOOK_CONCURRENCY: z.coerce.number().int().min(1).max(1000).default(16),
+  /** Of those, POSTs to one receiver host (host:port) at once (per process); the others wait their turn, queued, not dropped. */
+  MEMSTREAM_WEBHOOK_HOST_CONCURRENCY: z.coerce.number().int().min(1).max(1000).default(4),
   /** One POST: connecting, sending and the response headers. */
   MEMSTREAM_WEBHOOK_TIMEOUT_MS: z.coerce.number().int().min(100).max(120_000).default(10_000),
   /** Attempts per delivery, the first included; after the last failure it is recorded as failed and dead-lettered. */

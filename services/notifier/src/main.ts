@@ -6,9 +6,10 @@ import { createLogger } from '@memstream/kit';
 import { loadConfig } from './config.js';
 import { createTransitionHandler, mergeNote } from './handlers/transitions.js';
 import { deliver } from './handlers/deliver.js';
+import { keyedLimiter } from './handlers/serialize.js';
 import { retryBudgetMs, type RetryPolicy } from './handlers/backoff.js';
 import { httpSender } from './adapters/http-sender.js';
-import { kvDeliveryRecords, kvDocNotes, openBuckets, watchWebhooks } from './adapters/stores.js';
+import { kvDeliveryRecords, kvDocNotes, kvKeyLifetimes, openBuckets, watchWebhooks } from './adapters/stores.js';
 import { deadLetterDelivery, runDeliveries } from './adapters/delivery-consumer.js';
 
 const config = loadConfig();
@@ -54,7 +55,14 @@ await startWorker({
       },
       now: () => new Date(),
     });
-    const send = httpSender({ allowPrivate: config.MEMSTREAM_WEBHOOK_ALLOW_PRIVATE, timeoutMs: config.MEMSTREAM_WEBHOOK_TIMEOUT_MS });
+    // One receiver host (a tenant's slow or flooded endpoint) holds at most MEMSTREAM_WEBHOOK_HOST_CONCURRENCY POSTs at once.
+    const perHost = keyedLimiter(config.MEMSTREAM_WEBHOOK_HOST_CONCURRENCY);
+    const post = httpSender({
+      allowPrivate: config.MEMSTREAM_WEBHOOK_ALLOW_PRIVATE,
+      timeoutMs: config.MEMSTREAM_WEBHOOK_TIMEOUT_MS,
+      onRefused: (host, detail) => log.warn({ host, detail }, 'webhook receiver refused by the address policy'),
+    });
+    const send: typeof post = (req) => perHost(new URL(req.url).host, () => post(req));
     const deliveries = runDeliveries({
       bus,
       log,
@@ -66,6 +74,7 @@ await startWorker({
           attempt,
           {
             webhook: (id) => registry.get(id),
+            key: kvKeyLifetimes(buckets.keys),
             send,
             record: (d) => records.put(d),
             deadLetter: (j, d) => deadLetterDelivery(bus, j, d),

@@ -7,7 +7,7 @@ import path from 'node:path';
 import { Transform } from 'node:stream';
 import { pipeline } from 'node:stream/promises';
 import zlib from 'node:zlib';
-import { AppError, PermanentError, RetryableError, errorMessage, guardedLookup, systemResolver, type Resolver } from '@memstream/kit';
+import { AddressRefused, AppError, PermanentError, RetryableError, errorMessage, guardedLookup, systemResolver, type Resolver } from '@memstream/kit';
 import type { ExtractContext, SourceFile } from '../kinds.js';
 import { checkAddress, type FetchPolicy } from './ssrf.js';
 
@@ -34,8 +34,9 @@ const hostOf = (url: URL): string => url.hostname.replace(/^\[|\]$/g, '');
 const shown = (url: URL): string => `${url.origin}${url.pathname}`.slice(0, 300);
 const mb = (bytes: number): string => `${Math.round((bytes / 1048576) * 10) / 10} MB`;
 
+/** The tenant reads a generic reason in the document's error; `classify` logs which address and rule. */
 function refused(host: string, reason: string): PermanentError {
-  return new PermanentError(`refused to fetch ${host}: ${reason} (SSRF protection)`);
+  return new AddressRefused('refused to fetch', host, reason, 'SSRF protection');
 }
 
 /** Only absolute http(s) URLs without credentials; the fragment never reaches the server. */
@@ -214,6 +215,7 @@ async function save(res: IncomingMessage, url: URL, policy: FetchPolicy, ctx: Ex
 
 /** Map what a failed fetch threw to permanent (the URL will never work) or retryable (it may later). */
 function classify(err: unknown, hop: Hop, policy: FetchPolicy, ctx: ExtractContext, total: AbortSignal): unknown {
+  if (err instanceof AddressRefused) ctx.log.warn({ host: err.host, detail: err.detail }, 'URL refused by the address policy (SSRF protection)');
   if (err instanceof AppError) return err;
   // The caller cancelled: its reason, not ours.
   if (ctx.signal.aborted) return err;

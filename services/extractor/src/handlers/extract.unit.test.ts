@@ -35,6 +35,14 @@ describe('extractor handler', () => {
     await expect(createExtractHandler(ports)(submittedEvent('  \n\t '), recordingContext())).rejects.toThrow('no extractable text');
   });
 
+  it('fails permanently, saying why, when the text exceeds maxTextBytes', async () => {
+    const limits = { ...DEFAULT_LIMITS, maxTextBytes: 2048 };
+    const run = createExtractHandler({ ...ports, limits });
+    await expect(run(submittedEvent('x'.repeat(4096)), recordingContext())).rejects.toThrow(PermanentError);
+    await expect(run(submittedEvent('x'.repeat(4096)), recordingContext())).rejects.toThrow(/text is 4 KB, more than the 2 KB one document may have \(EXTRACT_MAX_TEXT_BYTES\)/);
+    expect(await run(submittedEvent('x'.repeat(2000)), recordingContext())).toHaveLength(1);
+  });
+
   it('refuses a binary upload with a reason', async () => {
     const sub = submittedEvent('', { data: { input: { kind: 'blob', key: 'k', filename: 'x.bin', mimeType: 'application/octet-stream', size: 16, sha256: 'x' } } });
     const blobs = { getStream: async () => new Blob([new Uint8Array([0x7f, 0x45, 0x4c, 0x46, 2, 1, 1, 0, 0, 0, 0, 0, 0, 0, 0, 0])]).stream() };

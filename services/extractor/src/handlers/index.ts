@@ -90,13 +90,20 @@ function extractHandler(ports: ExtractorPorts): StageHandler<'extractor'> {
         );
       }
       if (out.text.trim() === '') throw new PermanentError('no extractable text');
-      const data: ExtractedData = { title: out.title, type: out.type, text: out.text, url: out.url ?? null, format: out.format, ...(redrive ? { redrive } : {}) };
+      const bytes = Buffer.byteLength(out.text, 'utf8');
+      if (bytes > limits.maxTextBytes) {
+        throw new PermanentError(`the extracted text is ${mb(bytes)}, more than the ${mb(limits.maxTextBytes)} one document may have (EXTRACT_MAX_TEXT_BYTES); split it into several documents`);
+      }
+      const chunkSize = event.data.settings?.chunkSize;
+      const data: ExtractedData = { title: out.title, type: out.type, text: out.text, url: out.url ?? null, format: out.format, ...(redrive ? { redrive } : {}), ...(chunkSize ? { chunkSize } : {}) };
       return [follow(event, 'document.extracted.v1', data)];
     } finally {
       await rm(workDir, { recursive: true, force: true });
     }
   };
 }
+
+const mb = (bytes: number): string => (bytes < 1048576 ? `${Math.ceil(bytes / 1024)} KB` : `${(bytes / 1048576).toFixed(1)} MB`);
 
 async function extractFromFile(file: SourceFile, ctx: ExtractContext, isolate: boolean): Promise<ExtractResult> {
   const kind = await kindOf(file);

@@ -2,13 +2,13 @@ import { storageReplicas } from '@memstream/kit';
 import { Kvm, type KV } from '@nats-io/kv';
 import { z } from 'zod';
 import type { Bus } from '@memstream/bus';
-import { KEY_EXPIRING_SUBJECT, type KeyExpiringNotice } from '@memstream/contracts';
+import { KEYS_BUCKET, KEY_EXPIRING_SUBJECT, type KeyExpiringNotice } from '@memstream/contracts';
 import { errorMessage, type Logger } from '@memstream/kit';
 import { deriveKeySecret, expiringKeys, type KeyPorts, type KeyRecord, type KeyStore } from '../handlers/keys.js';
 import type { AuthOptions } from '../http/auth.js';
 import { kvKeyRateLimiter } from './rate-limit.js';
 
-export const KEYS_BUCKET = 'memstream-keys';
+export { KEYS_BUCKET };
 export const KEY_NOTICES_BUCKET = 'memstream-key-notices';
 
 /** The stored shape, checked on every read: a record that does not parse is treated as absent. */

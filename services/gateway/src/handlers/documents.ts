@@ -36,6 +36,7 @@ import {
 import { canonical, evolve, type DocumentView, type DocumentViews } from '@memstream/views';
 import { ZodError } from 'zod';
 import { assertOwns, assertTagsInScope, canSee, customIdNamespace, owns, readTags, writeTags, type TagScope } from './scope.js';
+import { documentSettingsFor, type SettingsStore } from './settings.js';
 
 /** A document's latest state as the log has it: what the gateway decides from, without waiting for the projection. */
 export interface DocumentHead {
@@ -89,6 +90,8 @@ export interface GatewayPorts {
   index: { deleteDocument(documentId: string): Promise<number> };
   blobs: { deleteDocument(documentId: string): Promise<number> };
   tagContexts: TagContexts;
+  /** /v3/settings; a submission carries its scope's. Absent in tests that do not need it. */
+  settings?: SettingsStore;
   now(): Date;
 }
 
@@ -233,6 +236,7 @@ export async function submit(ports: GatewayPorts, s: Submission, headers: Record
         dreaming: s.dreaming ?? 'dynamic',
         // Computed from the newest metadata, so it wins over every update before it.
         metadataVersion: latestMetadataVersion(head),
+        ...defined({ settings: await documentSettingsFor(ports.settings, s.scope ?? null) }),
       },
     };
     try {
@@ -353,13 +357,24 @@ export function documentIdCandidates(idOrCustomId: string, scope: TagScope): str
   return [...new Set(candidates)];
 }
 
-/** The document an id names: a document id, or a customId of the caller's namespace. */
+/**
+ * The document an id names that the caller may see: a document id, or a customId of the
+ * caller's namespace. Every candidate is read whether or not an earlier one exists, and a
+ * document outside the caller's tags is skipped here like a missing one, so GET, PATCH and
+ * DELETE do the same reads and give the same 404 for "another tenant's" as for "no such
+ * document" (no existence oracle, not even in the timing).
+ */
 async function resolveId(ports: GatewayPorts, idOrCustomId: string, scope: TagScope): Promise<{ id: string; view: DocumentView | null; head: DocumentHead }> {
-  const candidates = documentIdCandidates(idOrCustomId, scope);
-  for (const id of candidates) {
-    const [view, head] = await Promise.all([ports.views.get(id), ports.events.head(id)]);
-    if (head.deleted) continue;
-    if (view || head.submitted) return { id, view, head };
+  const found = await Promise.all(
+    documentIdCandidates(idOrCustomId, scope).map(async (id) => {
+      const [view, head] = await Promise.all([ports.views.get(id), ports.events.head(id)]);
+      return { id, view, head };
+    }),
+  );
+  for (const f of found) {
+    if (f.head.deleted || (!f.view && !f.head.submitted)) continue;
+    const tags = f.head.submitted ? currentScope(f.head).containerTags : (f.view?.containerTags ?? []);
+    if (canSee(scope, tags)) return f;
   }
   throw new NotFoundError('Document not found', `no document with id or customId ${JSON.stringify(idOrCustomId)}`);
 }

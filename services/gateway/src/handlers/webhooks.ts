@@ -1,7 +1,9 @@
 import { randomBytes } from 'node:crypto';
 import { isIP } from 'node:net';
 import {
+  webhookDisabled,
   CreateWebhookRequest,
+  type KeyLifetime,
   DeliveryStatus,
   LIFECYCLE_TRANSITIONS,
   type ListDeliveriesResponse,
@@ -35,6 +37,8 @@ export interface WebhookPorts {
   now(): Date;
   /** MEMSTREAM_WEBHOOK_ALLOW_PRIVATE: accept receivers on loopback and private addresses. */
   allowPrivate: boolean;
+  /** The record of a scoped key, for whether its webhooks are disabled (absent: no scoped keys, nothing disabled). */
+  key?: (keyId: string) => Promise<KeyLifetime | null>;
 }
 
 /** A scoped key sees and manages only webhooks confined to its own tags; global ones are the admin's. */
@@ -42,9 +46,17 @@ export function visibleTo(hook: Webhook, caller: Caller): boolean {
   return owns(tagScope(caller), hook.containerTags);
 }
 
-function withoutSecret(hook: Webhook): WebhookResponse {
+/** The registration as listed: no secret, and disabled (with why) once the key that made it is revoked or expired. */
+async function shown(ports: WebhookPorts, hook: Webhook): Promise<WebhookResponse> {
   const { secret: _secret, ...rest } = hook;
-  return rest;
+  const disabled = ports.key && hook.createdBy !== null ? webhookDisabled(hook, await ports.key(hook.createdBy), ports.now()) : null;
+  return { ...rest, disabled };
+}
+
+/** The same URL (as the URL parser spells it) for the same tags, from the same key, is one registration. */
+function sameRegistration(a: Pick<Webhook, 'url' | 'containerTags' | 'createdBy'>, b: Pick<Webhook, 'url' | 'containerTags' | 'createdBy'>): boolean {
+  const tags = (t: string[]) => JSON.stringify([...t].sort());
+  return a.createdBy === b.createdBy && new URL(a.url).href === new URL(b.url).href && tags(a.containerTags) === tags(b.containerTags);
 }
 
 /** POST /v3/webhooks → the registration with its secret, shown this once. */
@@ -55,14 +67,22 @@ export async function createWebhook(ports: WebhookPorts, caller: Caller, body: u
   const host = url.hostname.replace(/^\[|\]$/g, '').replace(/\.+$/, '');
   if (!ports.allowPrivate) {
     // Names are checked when a delivery resolves them; literal addresses and localhost can be refused now.
-    const reason = host === 'localhost' || host.endsWith('.localhost') ? 'loopback name' : isIP(host) ? isForbiddenAddress(host) : null;
-    if (reason) throw new ValidationError('Invalid request', `url: ${host} is a ${reason}; receivers must be on public addresses (the operator can set MEMSTREAM_WEBHOOK_ALLOW_PRIVATE=true)`);
+    // Generic on purpose, like the extractor's and the notifier's refusals: which rule matched is not the tenant's business.
+    const refused = host === 'localhost' || host.endsWith('.localhost') || (isIP(host) !== 0 && isForbiddenAddress(host) !== null);
+    if (refused) throw new ValidationError('Invalid request', 'url: not allowed: it is a private or reserved address; receivers must be on public addresses (the operator can set MEMSTREAM_WEBHOOK_ALLOW_PRIVATE=true)');
   }
   // No tags: global for the admin key, the key's own tags for a scoped key; a tag outside them is 403.
   const containerTags = readTags(tagScope(caller), [...new Set(req.containerTags ?? [])]) ?? [];
+  const createdBy = caller.kind === 'scoped' ? caller.keyId : null;
+  const all = await ports.store.list();
+  // A second registration of the same URL would deliver every event twice: refused, naming the first.
+  const twin = all.find((h) => sameRegistration(h, { url: req.url, containerTags, createdBy }));
+  if (twin) {
+    throw new AppError('webhook_exists', 'Webhook exists', 409, `this API key already has webhook ${twin.id} for this url and these container tags; delete it first to change its events or secret`);
+  }
   if (caller.kind === 'scoped') {
     // Every registration multiplies each document's deliveries: one key gets a bounded number.
-    const held = (await ports.store.list()).filter((h) => h.createdBy === caller.keyId).length;
+    const held = all.filter((h) => h.createdBy === caller.keyId).length;
     if (held >= WEBHOOKS_PER_KEY) {
       throw new AppError('too_many_webhooks', 'Too many webhooks', 429, `this API key already has ${held} webhooks (at most ${WEBHOOKS_PER_KEY}); delete one first, or follow several tags with one webhook (containerTags)`);
     }
@@ -75,7 +95,7 @@ export async function createWebhook(ports: WebhookPorts, caller: Caller, body: u
     secret: req.secret ?? 'whsec_' + randomBytes(32).toString('base64'),
     description: req.description ?? null,
     createdAt: ports.now().toISOString(),
-    createdBy: caller.kind === 'scoped' ? caller.keyId : null,
+    createdBy,
   };
   await ports.store.put(hook);
   return hook;
@@ -84,12 +104,8 @@ export async function createWebhook(ports: WebhookPorts, caller: Caller, body: u
 /** GET /v3/webhooks: never the secrets. */
 export async function listWebhooks(ports: WebhookPorts, caller: Caller): Promise<ListWebhooksResponse> {
   const all = await ports.store.list();
-  return {
-    webhooks: all
-      .filter((h) => visibleTo(h, caller))
-      .sort((a, b) => a.createdAt.localeCompare(b.createdAt))
-      .map(withoutSecret),
-  };
+  const visible = all.filter((h) => visibleTo(h, caller)).sort((a, b) => a.createdAt.localeCompare(b.createdAt));
+  return { webhooks: await Promise.all(visible.map((h) => shown(ports, h))) };
 }
 
 async function visibleHook(ports: WebhookPorts, caller: Caller, id: string): Promise<Webhook> {
@@ -100,7 +116,7 @@ async function visibleHook(ports: WebhookPorts, caller: Caller, id: string): Pro
 }
 
 export async function getWebhook(ports: WebhookPorts, caller: Caller, id: string): Promise<WebhookResponse> {
-  return withoutSecret(await visibleHook(ports, caller, id));
+  return shown(ports, await visibleHook(ports, caller, id));
 }
 
 /** DELETE /v3/webhooks/{id}: nothing more is delivered to it, including what was queued. */

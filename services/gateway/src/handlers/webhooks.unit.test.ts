@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { ZodError } from 'zod';
 import type { Webhook, WebhookDelivery } from '@memstream/contracts';
 import { AppError, NotFoundError, PermissionError, ValidationError } from '@memstream/kit';
-import { WEBHOOKS_PER_KEY, createWebhook, deleteWebhook, listDeliveries, listWebhooks, type Caller, type WebhookPorts, type WebhookStore } from './webhooks.js';
+import { WEBHOOKS_PER_KEY, createWebhook, deleteWebhook, getWebhook, listDeliveries, listWebhooks, type Caller, type WebhookPorts, type WebhookStore } from './webhooks.js';
 
 /** The store port in memory. */
 function memoryStore(): WebhookStore & { hooks: Map<string, Webhook>; records: WebhookDelivery[] } {
@@ -50,6 +50,36 @@ describe('webhook registrations', () => {
     expect((e as AppError).details).toMatch(/at most 25/);
     const other: Caller = { kind: 'scoped', keyId: 'k2', containerTags: ['team'] };
     expect((await createWebhook(ports, other, { url: 'https://hooks.example.com/other' })).createdBy).toBe('k2');
+  });
+
+  it('the same URL for the same tags from the same key is a 409 naming the first; other tags or another key are separate', async () => {
+    const { ports } = setup();
+    const first = await createWebhook(ports, teamKey, { url: 'https://hooks.example.com/x', containerTags: ['team'] });
+    for (const url of ['https://hooks.example.com/x', 'https://HOOKS.example.com:443/x']) {
+      const e = await createWebhook(ports, teamKey, { url, containerTags: ['team'], events: ['done'] }).then(() => 'accepted', (err: unknown) => err);
+      expect(e).toBeInstanceOf(AppError);
+      expect((e as AppError).httpStatus).toBe(409);
+      expect((e as AppError).details).toContain(first.id);
+    }
+    expect((await createWebhook(ports, teamKey, { url: 'https://hooks.example.com/x', containerTags: ['shared'] })).id).not.toBe(first.id);
+    const other: Caller = { kind: 'scoped', keyId: 'k2', containerTags: ['team'] };
+    expect((await createWebhook(ports, other, { url: 'https://hooks.example.com/x' })).createdBy).toBe('k2');
+  });
+
+  it("lists a revoked or expired key's webhooks as disabled, saying why; the admin's never", async () => {
+    const { ports } = setup();
+    const keys: Record<string, { revokedAt: string | null; expiresAt: string | null }> = {
+      k1: { revokedAt: null, expiresAt: null },
+      k2: { revokedAt: null, expiresAt: '2025-12-31T00:00:00Z' },
+    };
+    ports.key = async (id) => keys[id] ?? null;
+    const mine = await createWebhook(ports, teamKey, { url: 'https://a.example/' });
+    const expired = await createWebhook(ports, { kind: 'scoped', keyId: 'k2', containerTags: ['team'] }, { url: 'https://b.example/' });
+    const global = await createWebhook(ports, admin, { url: 'https://c.example/' });
+    const byId = async () => Object.fromEntries((await listWebhooks(ports, admin)).webhooks.map((w) => [w.id, w.disabled]));
+    expect(await byId()).toEqual({ [mine.id]: null, [expired.id]: expect.objectContaining({ reason: 'key_expired', since: '2025-12-31T00:00:00Z' }), [global.id]: null });
+    keys.k1 = { revokedAt: '2026-01-01T00:00:00Z', expiresAt: null };
+    expect((await getWebhook(ports, teamKey, mine.id)).disabled).toEqual({ reason: 'key_revoked', since: '2026-01-01T00:00:00Z', message: expect.stringMatching(/revoked/) });
   });
 
   it('keeps a chosen secret and orders chosen events', async () => {

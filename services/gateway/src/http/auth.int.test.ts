@@ -1,7 +1,7 @@
 import { createHash } from 'node:crypto';
 import { mkdtempSync, rmSync } from 'node:fs';
 import type { Server } from 'node:http';
-import type { AddressInfo } from 'node:net';
+import { connect, type AddressInfo } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
@@ -456,6 +456,38 @@ describe('scoped API keys over real NATS KV', () => {
       expect(documentIdForCustomId('shared-name')).not.toBe(mine.body!.id);
     });
 
+    it('"another tenant\'s document" and "no such document" get byte-identical answers from the same reads, on GET, PATCH and DELETE', async () => {
+      const id = 'doc-eq-probe';
+      // Count the view-store reads a request makes (the log reads go with them, one per candidate id).
+      const get = views.get.bind(views);
+      let reads = 0;
+      views.get = async (x: string) => {
+        reads++;
+        return get(x);
+      };
+      const probe = async () => {
+        const out: Array<{ status: number; type: string | null; text: string; reads: number }> = [];
+        for (const [method, body] of [['GET', undefined], ['PATCH', { metadata: { probe: 1 } }], ['DELETE', undefined]] as const) {
+          reads = 0;
+          const r = await api(method, `/v3/documents/${id}`, { key: one, ...(body ? { body } : {}) });
+          out.push({ status: r.status, type: r.headers.get('content-type'), text: r.text, reads });
+        }
+        return out;
+      };
+      try {
+        const missing = await probe();
+        await views.put(view(id, [B], "another tenant's document"), 0);
+        const theirs = await probe();
+        expect(theirs).toEqual(missing);
+        for (const r of missing) expect(r.status).toBe(404);
+        expect(missing.every((r) => r.reads === missing[0]!.reads && r.reads > 0)).toBe(true);
+        // Still there: nothing was changed or deleted through the other key.
+        expect(await get(id)).toMatchObject({ containerTags: [B], metadata: {} });
+      } finally {
+        views.get = get;
+      }
+    });
+
     it('a document shared with a tag outside the scope: visible, but not changeable (403)', async () => {
       await views.put(view('doc-shared', ['solo', B], 'shared between solo and b'), 0);
       expect((await api('GET', '/v3/documents/doc-shared', { key: one })).status).toBe(200);
@@ -484,6 +516,32 @@ describe('scoped API keys over real NATS KV', () => {
       expect(fp.body!.deletedCount).toBe(1);
       expect(await views.get('doc-fp-b')).not.toBeNull();
     });
+  });
+
+  it('a request whose body never finishes, refused with 401, gets Connection: close and its socket closed', async () => {
+    const { port } = new URL(gw.url);
+    const socket = connect(Number(port), '127.0.0.1');
+    let answer = '';
+    let closedAt = 0;
+    socket.on('data', (d) => (answer += d.toString()));
+    socket.on('error', () => {});
+    const closed = new Promise<void>((r) => socket.on('close', () => r()));
+    void closed.then(() => (closedAt = performance.now()));
+    await new Promise<void>((r) => socket.once('connect', () => r()));
+    // A megabyte promised, one byte sent, and the rest never: the old gateway kept such a socket ~180 s.
+    socket.write('POST /v3/documents HTTP/1.1\r\nHost: x\r\nAuthorization: Bearer wrong\r\nContent-Type: application/json\r\nContent-Length: 1000000\r\n\r\n{');
+    const sentAt = performance.now();
+    const trickle = setInterval(() => !socket.destroyed && socket.write(' '), 200);
+    try {
+      await Promise.race([closed, new Promise((_, reject) => setTimeout(() => reject(new Error(`socket still open; answer so far: ${answer}`)), 15_000))]);
+    } finally {
+      clearInterval(trickle);
+      socket.destroy();
+    }
+    console.log(`[early 401] socket closed ${(closedAt - sentAt).toFixed(0)} ms after the request's headers`);
+    expect(answer).toMatch(/^HTTP\/1\.1 401 /);
+    expect(answer.toLowerCase()).toContain('connection: close');
+    expect(answer).toContain('"error":"Unauthorized"');
   });
 
   it('search isolation: a key for A never sees B, in /v3 and /v4 search, list and get', async () => {

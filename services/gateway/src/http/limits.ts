@@ -32,3 +32,28 @@ export function answerSizeCap(maxBytes: number): RequestHandler {
     next();
   };
 }
+
+/**
+ * An answer of 400 or more sent before the request's body was read (a 401 before auth let it
+ * through, a 413, a 429): `Connection: close`, the socket ended once the answer is out, and
+ * destroyed `lingerMs` later if the client is still sending. A body that never finishes cannot
+ * hold a socket (it held one about 180 s after an immediate 401). The linger lets the client read
+ * the answer: closing outright with its body unread would reset the connection under it.
+ */
+export function closeEarlyRefusals(lingerMs = 1_000): RequestHandler {
+  return (req, res, next) => {
+    const early = () => !req.complete && res.statusCode >= 400;
+    const writeHead = res.writeHead;
+    res.writeHead = function (this: typeof res, ...args: unknown[]) {
+      if (early() && !res.headersSent) res.setHeader('connection', 'close');
+      return (writeHead as (...a: unknown[]) => typeof res).apply(this, args);
+    } as typeof res.writeHead;
+    res.once('finish', () => {
+      if (!early()) return;
+      const socket = req.socket;
+      socket.end();
+      setTimeout(() => socket.destroy(), lingerMs).unref();
+    });
+    next();
+  };
+}

@@ -32,6 +32,7 @@ import {
 } from '@memstream/contracts';
 import { webhookOpenApiPaths } from './webhooks.js';
 import { containerTagOpenApiPaths } from './container-tags.js';
+import { settingsOpenApiPaths } from './settings.js';
 
 /** A JSON Schema of the request side (what a client may send: numeric strings, JSON strings). */
 const input = (s: z.ZodType) => z.toJSONSchema(s, { io: 'input', unrepresentable: 'any', target: 'openapi-3.0' });
@@ -202,6 +203,7 @@ export function openApiDocument(): object {
       },
       ...webhookOpenApiPaths(),
       ...containerTagOpenApiPaths(),
+      ...settingsOpenApiPaths(),
     },
   };
   return cached;

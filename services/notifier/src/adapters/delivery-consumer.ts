@@ -109,6 +109,16 @@ export function runDeliveries(opts: DeliveryRunnerOptions): { stop(): Promise<vo
     return serial(key, () => processOne(m, parsed));
   }
 
-  loopHandle = pullLoop({ bus, stream: STREAM_WEBHOOK_DELIVERIES, durable: WEBHOOK_DELIVERY_CONSUMER, concurrency: opts.concurrency, log, handle: inOrder });
+  // The same batched pull loop as the document consumers; each delivery of a batch goes out, is
+  // settled and frees its place on its own, so a slow endpoint holds back only its own deliveries.
+  loopHandle = pullLoop({
+    bus,
+    stream: STREAM_WEBHOOK_DELIVERIES,
+    durable: WEBHOOK_DELIVERY_CONSUMER,
+    capacity: opts.concurrency,
+    batch: { size: opts.concurrency, waitMs: 5 },
+    log,
+    handle: async (batch, settled) => void (await Promise.all(batch.map((m) => inOrder(m).finally(() => settled(m))))),
+  });
   return loopHandle;
 }

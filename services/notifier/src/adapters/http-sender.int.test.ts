@@ -1,6 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createServer, type Server } from 'node:http';
-import { PermanentError } from '@memstream/kit';
+import { AddressRefused, PermanentError } from '@memstream/kit';
 import { httpSender } from './http-sender.js';
 
 /** The sender against a real HTTP server on loopback, and the address policy in front of it. */
@@ -50,12 +50,18 @@ describe('webhook HTTP sender', () => {
 
   it('refuses loopback, private and metadata addresses by default, literal or resolved', async () => {
     const before = seen.length;
-    const send = httpSender({ allowPrivate: false, timeoutMs: 1_000, resolve: async () => [{ address: '127.0.0.1', family: 4 }] });
+    const refusedLog: Array<[string, string]> = [];
+    const send = httpSender({ allowPrivate: false, timeoutMs: 1_000, resolve: async () => [{ address: '127.0.0.1', family: 4 }], onRefused: (h, d) => refusedLog.push([h, d]) });
     await expect(send({ url: `${base}/hook`, headers: {}, body: '{}' })).rejects.toThrow(PermanentError);
-    await expect(send({ url: 'http://169.254.169.254/latest', headers: {}, body: '{}' })).rejects.toThrow(/link-local/);
-    await expect(send({ url: 'http://[::1]:9/', headers: {}, body: '{}' })).rejects.toThrow(/loopback/);
+    await expect(send({ url: 'http://169.254.169.254/latest', headers: {}, body: '{}' })).rejects.toThrow('refused to deliver to 169.254.169.254: it is a private or reserved address');
+    await expect(send({ url: 'http://[::1]:9/', headers: {}, body: '{}' })).rejects.toThrow(/it is a private or reserved address/);
     const port = new URL(base).port;
-    await expect(send({ url: `http://hooks.example:${port}/hook`, headers: {}, body: '{}' })).rejects.toThrow(/hooks\.example resolves to 127\.0\.0\.1, a loopback address/);
+    // The delivery record (read by the tenant) says only that; the address is for the log.
+    const err = await send({ url: `http://hooks.example:${port}/hook`, headers: {}, body: '{}' }).catch((e: unknown) => e as Error);
+    expect(err).toBeInstanceOf(AddressRefused);
+    expect((err as Error).message).toMatch(/^refused to deliver to hooks\.example: it resolves to a private or reserved address/);
+    expect((err as Error).message).not.toContain('127.0.0.1');
+    expect(refusedLog).toContainEqual(['hooks.example', expect.stringMatching(/^hooks\.example resolves to 127\.0\.0\.1, a loopback address/)]);
     expect(seen.length).toBe(before);
   });
 });

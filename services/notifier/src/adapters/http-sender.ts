@@ -1,7 +1,7 @@
 import http from 'node:http';
 import https from 'node:https';
 import { isIP, type LookupFunction } from 'node:net';
-import { PermanentError, guardedLookup, isForbiddenAddress, systemResolver, type Resolver } from '@memstream/kit';
+import { AddressRefused, PermanentError, guardedLookup, isForbiddenAddress, systemResolver, type Resolver } from '@memstream/kit';
 import type { Sender } from '../handlers/deliver.js';
 
 
@@ -10,10 +10,13 @@ export interface SenderOptions {
   allowPrivate: boolean;
   timeoutMs: number;
   resolve?: Resolver;
+  /** Told which address and rule refused a delivery (for the server log; the record says less). */
+  onRefused?: (host: string, detail: string) => void;
 }
 
+/** The delivery record (which the tenant reads) gets a generic reason; `onRefused` hands the detail to the log. */
 function refused(host: string, reason: string): PermanentError {
-  return new PermanentError(`refused to deliver to ${host}: ${reason} (set MEMSTREAM_WEBHOOK_ALLOW_PRIVATE=true to allow receivers on private networks)`);
+  return new AddressRefused('refused to deliver to', host, reason, 'the operator can set MEMSTREAM_WEBHOOK_ALLOW_PRIVATE=true to allow receivers on private networks');
 }
 
 
@@ -32,7 +35,12 @@ function retryAfter(v: string | undefined): number | undefined {
  */
 export function httpSender(opts: SenderOptions): Sender {
   const resolve = opts.resolve ?? systemResolver;
-  return ({ url, headers, body }) => {
+  const send: Sender = (req) =>
+    attempt(req).catch((err: unknown) => {
+      if (err instanceof AddressRefused) opts.onRefused?.(err.host, err.detail);
+      throw err;
+    });
+  const attempt: Sender = ({ url, headers, body }) => {
     const u = new URL(url);
     const host = u.hostname.replace(/^\[|\]$/g, '');
     if (!opts.allowPrivate && isIP(host)) {
@@ -77,4 +85,5 @@ export function httpSender(opts: SenderOptions): Sender {
       req.end(body);
     });
   };
+  return send;
 }

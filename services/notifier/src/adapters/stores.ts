@@ -2,7 +2,9 @@ import { storageReplicas } from '@memstream/kit';
 import { Kvm, KvWatchInclude, type KV } from '@nats-io/kv';
 import type { Bus } from '@memstream/bus';
 import {
+  KEYS_BUCKET,
   NOTIFIER_DOCS_BUCKET,
+  type KeyLifetime,
   WEBHOOKS_BUCKET,
   WEBHOOK_DELIVERIES_BUCKET,
   WEBHOOK_DELIVERY_RECORD_TTL_MS,
@@ -13,14 +15,28 @@ import { errorMessage, type Logger } from '@memstream/kit';
 import { mergeNote, type DocNote, type DocNotes } from '../handlers/transitions.js';
 
 /** The buckets the notifier and the gateway share; `create` opens a bucket that exists. */
-export async function openBuckets(bus: Bus, replicas = storageReplicas()): Promise<{ webhooks: KV; deliveries: KV; docs: KV }> {
+export async function openBuckets(bus: Bus, replicas = storageReplicas()): Promise<{ webhooks: KV; deliveries: KV; docs: KV; keys: KV }> {
   const kvm = new Kvm(bus.js);
-  const [webhooks, deliveries, docs] = await Promise.all([
+  const [webhooks, deliveries, docs, keys] = await Promise.all([
     kvm.create(WEBHOOKS_BUCKET, { history: 1, replicas }),
     kvm.create(WEBHOOK_DELIVERIES_BUCKET, { history: 1, replicas, ttl: WEBHOOK_DELIVERY_RECORD_TTL_MS }),
     kvm.create(NOTIFIER_DOCS_BUCKET, { history: 1, replicas }),
+    // The gateway's scoped keys (same settings as it creates them with): read for revocation and expiry only.
+    kvm.create(KEYS_BUCKET, { history: 1, replicas }),
   ]);
-  return { webhooks, deliveries, docs };
+  return { webhooks, deliveries, docs, keys };
+}
+
+/** Revocation and expiry of a scoped key, read from the gateway's bucket at each delivery (one KV get). */
+export function kvKeyLifetimes(kv: KV): (keyId: string) => Promise<KeyLifetime | null> {
+  return async (keyId) => {
+    // Key ids are 20 hex digits; anything else names no key (and may not be a valid KV key).
+    if (!/^[0-9a-f]{20}$/.test(keyId)) return null;
+    const e = await kv.get(keyId);
+    if (!e || e.operation !== 'PUT') return null;
+    const r = JSON.parse(e.string()) as Partial<KeyLifetime>;
+    return { revokedAt: typeof r.revokedAt === 'string' ? r.revokedAt : null, expiresAt: typeof r.expiresAt === 'string' ? r.expiresAt : null };
+  };
 }
 
 /** Every registration, kept current by a KV watch: matching a transition reads no store. */

@@ -1,4 +1,4 @@
-import type { Webhook, WebhookDelivery, WebhookDeliveryJob } from '@memstream/contracts';
+import { webhookDisabled, type KeyLifetime, type Webhook, type WebhookDelivery, type WebhookDeliveryJob } from '@memstream/contracts';
 import { PermanentError, errorMessage } from '@memstream/kit';
 import { retryDelay, type RetryPolicy } from './backoff.js';
 import { signedHeaders } from './signing.js';
@@ -17,6 +17,8 @@ export type Sender = (req: { url: string; headers: Record<string, string>; body:
 export interface DeliveryPorts {
   /** The registration, or null once it is deleted. */
   webhook(id: string): Promise<Webhook | null>;
+  /** The record of the scoped key that registered a webhook (null when there is none): revoked or expired, its webhooks stop. */
+  key(keyId: string): Promise<KeyLifetime | null>;
   send: Sender;
   /** Keep the delivery's state after this attempt (for GET /v3/webhooks/{id}/deliveries). */
   record(delivery: WebhookDelivery): Promise<void>;
@@ -38,6 +40,8 @@ export type DeliveryOutcome =
 export async function deliver(job: WebhookDeliveryJob, attempt: number, ports: DeliveryPorts, policy: RetryPolicy): Promise<DeliveryOutcome> {
   const hook = await ports.webhook(job.webhookId);
   if (!hook) return { action: 'ack', outcome: 'dropped', delivery: null };
+  // Its key revoked or expired: nothing more goes out, queued deliveries included (GET /v3/webhooks says why).
+  if (hook.createdBy !== null && webhookDisabled(hook, await ports.key(hook.createdBy), ports.now())) return { action: 'ack', outcome: 'dropped', delivery: null };
   const started = ports.now();
   const body = JSON.stringify(job.event);
   const headers = signedHeaders(hook.secret, job.event.id, Math.floor(started.getTime() / 1000), body);

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { Webhook, WebhookDelivery, WebhookDeliveryJob } from '@memstream/contracts';
+import type { KeyLifetime, Webhook, WebhookDelivery, WebhookDeliveryJob } from '@memstream/contracts';
 import { PermanentError } from '@memstream/kit';
 import { deliver, type SendResult } from './deliver.js';
 import { verify } from './signing.js';
@@ -21,7 +21,7 @@ const job: WebhookDeliveryJob = {
 };
 const policy = { maxAttempts: 3, baseMs: 1000, maxMs: 10_000 };
 
-function ports(answer: () => Promise<SendResult>, registered: Webhook | null = hook) {
+function ports(answer: () => Promise<SendResult>, registered: Webhook | null = hook, keys: Record<string, KeyLifetime> = {}) {
   const records: WebhookDelivery[] = [];
   const dead: WebhookDelivery[] = [];
   const sent: Array<{ url: string; headers: Record<string, string>; body: string }> = [];
@@ -31,6 +31,7 @@ function ports(answer: () => Promise<SendResult>, registered: Webhook | null = h
     sent,
     ports: {
       webhook: async () => registered,
+      key: async (id: string) => keys[id] ?? null,
       send: async (r: { url: string; headers: Record<string, string>; body: string }) => {
         sent.push(r);
         return answer();
@@ -43,6 +44,20 @@ function ports(answer: () => Promise<SendResult>, registered: Webhook | null = h
 }
 
 describe('one delivery attempt', () => {
+  it("delivers nothing for a scoped key's webhook once the key is revoked or expired (queued deliveries included)", async () => {
+    const scoped = { ...hook, createdBy: 'k1' };
+    const live = ports(async () => ({ status: 200, body: '' }), scoped, { k1: { revokedAt: null, expiresAt: '2026-02-01T00:00:00Z' } });
+    expect(await deliver(job, 1, live.ports, policy)).toMatchObject({ action: 'ack', outcome: 'delivered' });
+    for (const key of [{ revokedAt: '2026-01-01T00:00:01Z', expiresAt: null }, { revokedAt: null, expiresAt: '2026-01-01T00:00:01Z' }]) {
+      const w = ports(async () => ({ status: 200, body: '' }), scoped, { k1: key });
+      expect(await deliver(job, 1, w.ports, policy)).toEqual({ action: 'ack', outcome: 'dropped', delivery: null });
+      expect(w.sent).toHaveLength(0);
+    }
+    const gone = ports(async () => ({ status: 200, body: '' }), scoped);
+    expect((await deliver(job, 1, gone.ports, policy)).action).toBe('ack');
+    expect(gone.sent).toHaveLength(0);
+  });
+
   it('POSTs the event signed; a 2xx is delivered', async () => {
     const w = ports(async () => ({ status: 204, body: '' }));
     const out = await deliver(job, 1, w.ports, policy);
