@@ -162,7 +162,10 @@ export class FakeQdrant {
 
   async upsert(
     name: string,
-    args: { points: { id: PointId; vector: Record<string, unknown>; payload?: Record<string, unknown> | null }[] },
+    args: {
+      points: { id: PointId; vector: Record<string, unknown>; payload?: Record<string, unknown> | null }[];
+      update_filter?: QFilter | null;
+    },
   ): Promise<unknown> {
     this.calls.push({ method: 'upsert', collection: name, args });
     const c = this.get(name);
@@ -193,7 +196,13 @@ export class FakeQdrant {
       if (dense.size !== c.dense.size) throw new FakeApiError(400, 'missing dense vector');
       return { id: p.id, dense, sparse, payload: clone(p.payload ?? {}) };
     });
-    for (const p of prepared) c.points.set(String(p.id), p);
+    // Conditional update (Qdrant 1.16): an existing point is replaced only when it matches
+    // update_filter; a new point is inserted regardless.
+    for (const p of prepared) {
+      const old = c.points.get(String(p.id));
+      if (old && args.update_filter && !filterMatches(old.payload, args.update_filter, old.id)) continue;
+      c.points.set(String(p.id), p);
+    }
     return { status: 'completed' };
   }
 
@@ -214,10 +223,30 @@ export class FakeQdrant {
 
   async scroll(
     name: string,
-    args: { filter?: QFilter; limit?: number; offset?: PointId; with_payload?: boolean },
+    args: {
+      filter?: QFilter;
+      limit?: number;
+      offset?: PointId;
+      with_payload?: boolean;
+      order_by?: { key: string; direction?: 'asc' | 'desc' } | string;
+    },
   ): Promise<{ points: { id: PointId; payload?: Record<string, unknown> }[]; next_page_offset?: PointId | null }> {
     this.calls.push({ method: 'scroll', collection: name, args });
     const c = this.get(name);
+    if (args.order_by !== undefined) {
+      // Ordered scroll: by a numeric payload field with a range index; no offset paging (as in Qdrant).
+      const by = typeof args.order_by === 'string' ? { key: args.order_by, direction: 'asc' as const } : args.order_by;
+      if (!c.indexes.has(by.key)) throw new FakeApiError(400, `No range index for \`order_by\` key: ${by.key}`);
+      if (args.offset !== undefined) throw new FakeApiError(400, 'offset is not supported with order_by');
+      const sign = by.direction === 'desc' ? -1 : 1;
+      const ordered = [...c.points.values()]
+        .filter((p) => filterMatches(p.payload, args.filter, p.id) && typeof p.payload[by.key] === 'number')
+        .sort((a, b) => sign * ((a.payload[by.key] as number) - (b.payload[by.key] as number)));
+      return {
+        points: ordered.slice(0, args.limit ?? 10).map((p) => ({ id: p.id, ...(args.with_payload ? { payload: clone(p.payload) } : {}) })),
+        next_page_offset: null,
+      };
+    }
     // Scroll order is by point id, as in Qdrant.
     const all = [...c.points.values()]
       .filter((p) => filterMatches(p.payload, args.filter, p.id))
