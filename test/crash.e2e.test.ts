@@ -13,8 +13,8 @@ import { createLogger } from '@memstream/kit';
 import { api, startTestStack, waitFor, waitTagDone, type TestStack } from './support/stack.js';
 import { deliverySnapshot, redeliveries, waitIdle } from './support/deliveries.js';
 
-/** Documents per round; MEMSTREAM_CRASH_DOCS lowers it for a quick local run. */
-const DOCS_PER_ROUND = Number(process.env.MEMSTREAM_CRASH_DOCS ?? 500);
+/** Documents per round (the kill comes at a third, while batches are held); MEMSTREAM_CRASH_DOCS changes it. */
+const DOCS_PER_ROUND = Number(process.env.MEMSTREAM_CRASH_DOCS ?? 300);
 const SENDERS = 8;
 const WORKERS = ['extractor', 'chunker', 'embedder', 'indexer', 'projection'] as const;
 
