@@ -13,6 +13,8 @@ export const Config = z.object({
   MONGODB_URL: z.string().optional(),
   QDRANT_URL: z.string().optional(),
   QDRANT_API_KEY: z.string().optional(),
+  /** Name prefix of the memory store's Qdrant collections (`replay memories` with QDRANT_URL). */
+  QDRANT_MEMORY_COLLECTION: z.string().regex(/^[A-Za-z0-9_-]{1,100}$/).default('memstream_memories'),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   MEMSTREAM_ACK_WAIT_MS: z.coerce.number().int().min(1000).optional(),
   MEMSTREAM_STREAM_REPLICAS: commonEnv.MEMSTREAM_STREAM_REPLICAS,

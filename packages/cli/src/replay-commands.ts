@@ -6,7 +6,7 @@ import { embeddingConfigStore, type Bus } from '@memstream/bus';
 import { ChunkIndexSet, SqliteChunkIndex, annDir, namedIndexPath, openNamedChunkIndex, removeAnnFiles, type ChunkIndex } from '@memstream/chunk-index';
 import { DEFAULT_INDEX, RedriveStage } from '@memstream/contracts';
 import { openDocumentViews, type DocumentViews } from '@memstream/views';
-import { SqliteMemoryStore, replayMemories as replayMemoryLog, type MemoryStore } from '@memstream/memory';
+import { QdrantMemoryStore, SqliteMemoryStore, replayMemories as replayMemoryLog, type MemoryStore } from '@memstream/memory';
 import { loadEmbeddingEnv, type Config } from './config.js';
 import { progressBar } from './replay.js';
 import { compareIndexes, indexedDocumentIds, rebuildIndex } from './replay-index.js';
@@ -324,9 +324,11 @@ export async function compareMemoryStores(a: MemoryStore, b: MemoryStore): Promi
  * `replay memories [--swap]`: rebuild the memory store from the MEMORY log into
  * memories.rebuild.sqlite (the fold of the commits; no extractor runs) and compare it with the
  * live memories.sqlite; --swap makes it the live one (stop memstream first). Vectors are made
- * with the environment's embedding model, like the memorizer's.
+ * with the environment's embedding model, like the memorizer's. With QDRANT_URL the store is
+ * Qdrant's: rebuilt into the `${QDRANT_MEMORY_COLLECTION}_rebuild` collections.
  */
-export async function replayMemories(_config: Config, dir: string, argv: string[], withBus: WithBus): Promise<number> {
+export async function replayMemories(config: Config, dir: string, argv: string[], withBus: WithBus): Promise<number> {
+  if (config.QDRANT_URL) return replayQdrantMemories(config, config.QDRANT_URL, argv, withBus);
   const { values } = commandArgs('replay memories', REPLAY_USAGE.memories, { args: argv, options: { swap: { type: 'boolean' } } });
   const livePath = path.join(dir, 'memories.sqlite');
   const rebuildPath = path.join(dir, 'memories.rebuild.sqlite');
@@ -360,6 +362,39 @@ export async function replayMemories(_config: Config, dir: string, argv: string[
     } else {
       out(`rebuilt store kept at ${rebuildPath}; --swap makes it the live one`);
     }
+    return 0;
+  });
+}
+
+/** `replay memories` with the memory store in Qdrant: the rebuild goes to collections of their own, compared with the live ones. */
+async function replayQdrantMemories(config: Config, url: string, argv: string[], withBus: WithBus): Promise<number> {
+  const { values } = commandArgs('replay memories', REPLAY_USAGE.memories, { args: argv, options: { swap: { type: 'boolean' } } });
+  const { embedder } = await embedderFor(undefined);
+  const liveName = config.QDRANT_MEMORY_COLLECTION;
+  const rebuildName = `${liveName}_rebuild`;
+  return withBus(async (bus) => {
+    const apiKey = config.QDRANT_API_KEY;
+    const stale = await QdrantMemoryStore.connect(url, embedder, { collection: rebuildName, apiKey });
+    await stale.dropCollections();
+    const target = await QdrantMemoryStore.connect(url, embedder, { collection: rebuildName, apiKey });
+    const live = await QdrantMemoryStore.connect(url, embedder, { collection: liveName, apiKey });
+    try {
+      const t0 = performance.now();
+      const commits = await replayMemoryLog(bus, target);
+      out(`rebuilt the memory store from ${commits} commits in ${((performance.now() - t0) / 1000).toFixed(1)} s (Qdrant collections ${rebuildName}_*)`);
+      const cmp = await compareMemoryStores(live, target);
+      out(
+        `compared with the live store (${liveName}_*): ${cmp.same} equal, ${cmp.different.length} different, ${cmp.onlyInA.length} only live, ${cmp.onlyInB.length} only rebuilt; ` +
+          (cmp.equalDigests ? 'digests equal (memories and tag sequences)' : 'digests differ (a store behind the log differs in its tag sequences too)'),
+      );
+    } finally {
+      await Promise.all([stale.close(), target.close(), live.close()]);
+    }
+    out(
+      values.swap
+        ? `--swap with Qdrant: collections cannot be renamed; start the memorizer and gateway with QDRANT_MEMORY_COLLECTION=${rebuildName} to use the rebuilt store.`
+        : `rebuilt store kept in the Qdrant collections ${rebuildName}_*; QDRANT_MEMORY_COLLECTION=${rebuildName} makes the services use it`,
+    );
     return 0;
   });
 }

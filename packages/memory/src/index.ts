@@ -7,5 +7,7 @@ export * from './extract/env.js';
 export { ATTRIBUTE_RULES, FORGET_RULES, SINGLE_VALUED } from './extract/rules.js';
 export * from './store/port.js';
 export * from './store/sqlite.js';
+export * from './store/qdrant.js';
+export * from './store/open.js';
 export * from './log.js';
 export * from './memorize.js';

@@ -13,6 +13,8 @@ export const Config = z.object({
   MONGODB_URL: z.string().optional(),
   QDRANT_URL: z.string().url().optional(),
   QDRANT_API_KEY: z.string().optional(),
+  /** Name prefix of the memory store's Qdrant collections (with QDRANT_URL; the memorizer reads the same variable). */
+  QDRANT_MEMORY_COLLECTION: z.string().regex(/^[A-Za-z0-9_-]{1,100}$/).default('memstream_memories'),
   /** Largest JSON body accepted. */
   MEMSTREAM_JSON_LIMIT: z.string().default('10mb'),
   /**

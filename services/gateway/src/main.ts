@@ -18,7 +18,7 @@ import { startKeyAuth } from './adapters/keys.js';
 import { createUploadHandler } from './http/upload.js';
 import { jetstreamLifecycleSource, kvWebhookStore } from './adapters/webhooks.js';
 import { EventStreams } from './http/events.js';
-import { MemoryLog, SqliteMemoryStore, ensureMemoryStream } from '@memstream/memory';
+import { MemoryLog, ensureMemoryStream, openMemoryStore } from '@memstream/memory';
 
 const config = loadConfig();
 const log = createLogger('gateway', { level: config.LOG_LEVEL });
@@ -47,11 +47,17 @@ try {
     return loadEmbedder(embedderConfigFrom(c), { rateLimiter: limit ? await kvRateLimiter(bus, limit) : undefined });
   });
   const active = await followActiveModel(bus, { dataDir: config.MEMSTREAM_DATA_DIR, qdrantUrl: config.QDRANT_URL, qdrantApiKey: config.QDRANT_API_KEY, log, embedder, index, embedderFor: modelFor });
-  // The memory store, shared with the memorizer (memories.sqlite); the gateway writes direct
+  // The memory store, shared with the memorizer (memories.sqlite, or Qdrant with QDRANT_URL); the gateway writes direct
   // writes, updates and forgets to the MEMORY stream and applies them itself, so they are
   // searchable when the call returns. Its vectors are of the configured embedding model.
   await ensureMemoryStream(bus.jsm);
-  const memoryStore = SqliteMemoryStore.open(path.join(config.MEMSTREAM_DATA_DIR, 'memories.sqlite'), embedder);
+  const memoryStore = await openMemoryStore({
+    sqlitePath: path.join(config.MEMSTREAM_DATA_DIR, 'memories.sqlite'),
+    embedder,
+    qdrantUrl: config.QDRANT_URL,
+    qdrantApiKey: config.QDRANT_API_KEY,
+    qdrantCollection: config.QDRANT_MEMORY_COLLECTION,
+  });
   const memories = { store: memoryStore, log: new MemoryLog(bus, memoryStore), embedder, views, now: () => new Date() };
   const ports = { views, index: active.deletes, blobs, events: jetstreamEventLog(bus), tagContexts: await kvTagContexts(bus), settings: await kvSettings(bus), now: () => new Date() };
   // Scoped API keys (NATS KV, watched), their shared rate limits, and the key.expiring notices.

@@ -13,6 +13,11 @@ export const Config = z
     ...commonEnv,
     /** Documents memorized at once; documents of one container tag are always taken one at a time. */
     MEMORIZER_CONCURRENCY: intFromEnv(4),
+    /** When set, the memory store is in Qdrant (shared by every replica) instead of memories.sqlite, as the chunk index is. */
+    QDRANT_URL: z.string().url().optional(),
+    QDRANT_API_KEY: z.string().optional(),
+    /** Name prefix of the memory store's Qdrant collections. */
+    QDRANT_MEMORY_COLLECTION: z.string().regex(/^[A-Za-z0-9_-]{1,100}$/).default('memstream_memories'),
     ...embedderEnv,
     /** The extractor: offline rules (default) or an OpenAI-compatible chat model (packages/memory/src/extract/env.ts). */
     ...extractorEnv,

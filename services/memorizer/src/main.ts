@@ -5,7 +5,7 @@ import { mkdirSync } from 'node:fs';
 import { kvRateLimiter, startWorker } from '@memstream/bus';
 import { embedderConfigFrom, loadEmbedder, sharedRateLimitFrom } from '@memstream/embedder';
 import { createLogger } from '@memstream/kit';
-import { MemoryLog, SqliteMemoryStore, ensureMemoryStream, extractorFrom, extractorRateLimitFrom } from '@memstream/memory';
+import { MemoryLog, ensureMemoryStream, openMemoryStore, extractorFrom, extractorRateLimitFrom } from '@memstream/memory';
 import { loadConfig } from './config.js';
 import { createForgetHandler, createMemorizeHandler } from './handlers/index.js';
 import { documentFromLog } from './adapters/document-from-log.js';
@@ -25,7 +25,13 @@ await startWorker({
     await ensureMemoryStream(bus.jsm);
     const limit = sharedRateLimitFrom(config);
     const embedder = await loadEmbedder(embedderConfigFrom(config), { rateLimiter: limit ? await kvRateLimiter(bus, limit) : undefined });
-    const store = SqliteMemoryStore.open(path.join(config.MEMSTREAM_DATA_DIR, 'memories.sqlite'), embedder);
+    const store = await openMemoryStore({
+      sqlitePath: path.join(config.MEMSTREAM_DATA_DIR, 'memories.sqlite'),
+      embedder,
+      qdrantUrl: config.QDRANT_URL,
+      qdrantApiKey: config.QDRANT_API_KEY,
+      qdrantCollection: config.QDRANT_MEMORY_COLLECTION,
+    });
     const memoryLog = new MemoryLog(bus, store);
     // The chat model's rate limit is shared by every memorizer replica, like the embedder's.
     const llmLimit = extractorRateLimitFrom(config);
