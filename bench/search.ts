@@ -14,9 +14,11 @@
  * For each size (ascending, one index grown in place): insert via replaceDocument, then run the
  * same queries — sentences sampled from the indexed chunks with about a fifth of their words
  * dropped, half of them restricted to the source document's container tag — through
- * index.search (dense, keyword, hybrid; limit 10). The reference, measured in the same run on the
- * same vectors: a brute-force exact scan in plain TypeScript over one Float32Array; recall@10 of
- * the index's dense search is measured against it. Memory: a fresh child process opens the index
+ * index.search (dense, keyword, hybrid; limit 10). The references, measured in the same run: a
+ * brute-force exact scan in plain TypeScript over one Float32Array on the same vectors (recall@10
+ * of the index's dense search is measured against it), and keyword search by FTS5 alone (the OR
+ * of every query token, what the index did before its in-memory postings) on the same file, whose
+ * hits the index's keyword hits must equal. Memory: a fresh child process opens the index
  * and runs the queries, so its RSS is the index's and not this process's corpus copy.
  *
  * Figures, not assertions.
@@ -329,6 +331,8 @@ async function probe(dbPath: string, queriesFile: string): Promise<void> {
   const index = SqliteChunkIndex.open(dbPath);
   await index.stats();
   const rssOpen = process.memoryUsage().rss;
+  // The keyword postings, as a gateway builds them in the background after its first keyword search.
+  await index.prepareKeyword();
   const t = performance.now();
   await index.search(toSearch(queries[0]!, 'dense', embedder.model));
   const firstDenseMs = performance.now() - t;
@@ -358,7 +362,19 @@ interface SizeResult {
   denseAfterWriteMs: Dist;
   queries: number;
   restrictedQueries: number;
-  latencyMs: Record<'dense' | 'keyword' | 'hybrid' | 'exactScan', { all: Dist; unrestricted: Dist; tagRestricted: Dist }>;
+  latencyMs: Record<'dense' | 'keyword' | 'hybrid' | 'exactScan' | 'keywordFts', { all: Dist; unrestricted: Dist; tagRestricted: Dist }>;
+  /** The in-memory postings of frequent tokens, and how the timed keyword searches used them. */
+  keywordPostings: {
+    buildSecs: number;
+    frequentTokens: number;
+    minDocs: number;
+    mb: number;
+    byPostings: number;
+    byFtsAlone: number;
+    entriesPerSearch: number;
+    rareRowsPerSearch: number;
+    queriesDifferingFromFts: number;
+  };
   recallAt10: { strict: number; tieAware: number; queriesWithTies: number; unrestricted: number; tagRestricted: number };
   avgHits: Record<'dense' | 'keyword' | 'hybrid', number>;
   memory: ProbeResult & { benchProcessRssMb: number };
@@ -483,6 +499,17 @@ async function main(): Promise<void> {
       const annStatsBefore = index.annStats();
       log(`nearest-neighbour graph ready in ${annBuildSecs.toFixed(1)} s: ${JSON.stringify(graphs)}`);
 
+      // The keyword postings of the frequent tokens: built in the background after the first
+      // keyword search in a gateway; here built before timing, and timed.
+      q0 = performance.now();
+      await index.prepareKeyword();
+      const postingsBuildSecs = (performance.now() - q0) / 1000;
+      const kwBefore = index.keywordPathStats();
+      log(`keyword postings ready in ${postingsBuildSecs.toFixed(1)} s: ${kwBefore.frequentTokens} tokens in at least ${kwBefore.minDocs} chunks, ${mb(kwBefore.bytes)} MB`);
+      // The reference: the same file, keyword search by FTS5 alone (the OR of every query token),
+      // timed query by query beside the index so both see the same load; its hits must be the same.
+      const ftsOnly = SqliteChunkIndex.open(dbPath, { postingsMinRows: Number.POSITIVE_INFINITY, vectorCacheBytes: 0 });
+
       // The first dense search after a write loads the vectors into memory: timed on its own.
       q0 = performance.now();
       await index.search(toSearch(queries[0]!, 'dense', embedder.model));
@@ -491,10 +518,13 @@ async function main(): Promise<void> {
       // Warm-up (not recorded): statement preparation, FTS5 pages into the page cache, JIT.
       for (const q of queries.slice(0, 20)) {
         for (const mode of ['dense', 'keyword', 'hybrid'] as const) await index.search(toSearch(q, mode, embedder.model));
+        await ftsOnly.search(toSearch(q, 'keyword', embedder.model));
         exactTopK(matrix, rowTags, n, q.vector, q.tagNo, LIMIT);
       }
+      const kwWarm = index.keywordPathStats();
 
-      const times: Record<'dense' | 'keyword' | 'hybrid' | 'exactScan', number[]> = { dense: [], keyword: [], hybrid: [], exactScan: [] };
+      const times: Record<'dense' | 'keyword' | 'hybrid' | 'exactScan' | 'keywordFts', number[]> = { dense: [], keyword: [], hybrid: [], exactScan: [], keywordFts: [] };
+      let keywordDiffer = 0;
       const hits: Record<'dense' | 'keyword' | 'hybrid', number> = { dense: 0, keyword: 0, hybrid: 0 };
       const denseHits: SearchHit[][] = [];
       const exact: { row: number; score: number }[][] = [];
@@ -508,12 +538,24 @@ async function main(): Promise<void> {
           times[mode].push(performance.now() - q0);
           hits[mode] += h.length;
           if (mode === 'dense') denseHits.push(h);
+          if (mode === 'keyword') {
+            q0 = performance.now();
+            const ref = await ftsOnly.search(toSearch(q, 'keyword', embedder.model));
+            times.keywordFts.push(performance.now() - q0);
+            // The same chunks with the same scores (ties at the last place may differ in which).
+            const key = (x: SearchHit) => `${x.score.toFixed(9)} ${x.documentId}#${x.index}`;
+            const last = ref.at(-1)?.score ?? 0;
+            const above = (xs: SearchHit[]) => xs.filter((x) => x.score - last > 1e-9).map(key).sort().join('|');
+            if (h.length !== ref.length || above(h) !== above(ref) || h.some((x, i) => Math.abs(x.score - ref[i]!.score) > 1e-9)) keywordDiffer++;
+          }
         }
         q0 = performance.now();
         exact.push(exactTopK(matrix, rowTags, n, q.vector, q.tagNo, LIMIT));
         times.exactScan.push(performance.now() - q0);
       }
       const loadAfter = loadavg()[0]!;
+      const kwAfter = index.keywordPathStats();
+      await ftsOnly.close();
       const annStatsAfter = index.annStats();
       const annAnswered = annStatsAfter.ann - annStatsBefore.ann;
       const exactAnswered = annStatsAfter.exact - annStatsBefore.exact;
@@ -602,7 +644,19 @@ async function main(): Promise<void> {
         denseAfterWriteMs: dist(afterWrite),
         queries: queries.length,
         restrictedQueries: restricted,
-        latencyMs: { dense: split('dense'), keyword: split('keyword'), hybrid: split('hybrid'), exactScan: split('exactScan') },
+        latencyMs: { dense: split('dense'), keyword: split('keyword'), hybrid: split('hybrid'), exactScan: split('exactScan'), keywordFts: split('keywordFts') },
+        keywordPostings: {
+          buildSecs: round1(postingsBuildSecs),
+          frequentTokens: kwBefore.frequentTokens,
+          minDocs: kwBefore.minDocs,
+          mb: mb(kwBefore.bytes),
+          // Timed keyword and hybrid searches answered with the postings, and by FTS5 alone.
+          byPostings: kwAfter.postings - kwWarm.postings,
+          byFtsAlone: kwAfter.fts - kwWarm.fts,
+          entriesPerSearch: Math.round((kwAfter.entries - kwWarm.entries) / Math.max(1, kwAfter.postings - kwWarm.postings)),
+          rareRowsPerSearch: Math.round((kwAfter.rareRows - kwWarm.rareRows) / Math.max(1, kwAfter.postings - kwWarm.postings)),
+          queriesDifferingFromFts: keywordDiffer,
+        },
         recallAt10: {
           strict: Math.round((strict / queries.length) * 10000) / 10000,
           tieAware: Math.round((tieAware / queries.length) * 10000) / 10000,
@@ -629,7 +683,7 @@ async function main(): Promise<void> {
   const summary = {
     bench: 'search',
     machine,
-    index: 'SqliteChunkIndex (FTS5 BM25 over stems + HNSW graph from 10k candidate rows (40k restricted), exact scan below + weighted score fusion)',
+    index: 'SqliteChunkIndex (BM25 over stems and bigrams: frequent tokens from in-memory postings, rare ones by FTS5 + HNSW graph from 10k candidate rows (40k restricted), exact scan below + weighted score fusion)',
     embedder: `HashedEmbedder ${DIM}`,
     corpus: {
       files: corpus.files.length,
@@ -662,14 +716,17 @@ async function main(): Promise<void> {
     for (const [name, key] of [
       ['index dense (ANN)', 'dense'],
       ['index keyword', 'keyword'],
+      ['keyword, FTS5 alone (ref.)', 'keywordFts'],
       ['index hybrid', 'hybrid'],
       ['exact scan (TS, ref.)', 'exactScan'],
     ] as const) {
       const l = r.latencyMs[key];
-      const h = key === 'exactScan' ? '' : String(r.avgHits[key]);
+      const h = key === 'exactScan' || key === 'keywordFts' ? '' : String(r.avgHits[key]);
       lines.push(`  ${name.padEnd(24)} ${f(l.all)}  ${f(l.unrestricted)}  ${f(l.tagRestricted)}  ${h.padStart(6)}`);
     }
+    const k = r.keywordPostings;
     lines.push(
+      `  keyword postings: ${k.frequentTokens} frequent tokens (in ≥ ${k.minDocs} chunks), ${k.mb} MB, built in ${k.buildSecs} s; the timed keyword and hybrid searches scored ${k.entriesPerSearch} postings entries and ${k.rareRowsPerSearch} FTS5 rows (rare tokens) each (${k.byPostings} by postings, ${k.byFtsAlone} by FTS5 alone); ${k.queriesDifferingFromFts} of ${r.queries} queries' keyword hits differ from FTS5 alone`,
       `  recall@10 of index dense (ANN) vs exact scan: ${r.recallAt10.strict} (no filter ${r.recallAt10.unrestricted}, tag filter ${r.recallAt10.tagRestricted}; tie-aware ${r.recallAt10.tieAware}; ${r.recallAt10.queriesWithTies} queries with a tie at rank 10)`,
       `  memory: index in a fresh process: RSS ${r.memory.rssBaseMb} MB before open → ${r.memory.rssOpenMb} MB open → ${r.memory.rssAfterMb} MB after ${3 * Math.min(r.queries, PROBE_QUERIES)} searches (its first dense search ${r.memory.firstDenseMs} ms); this bench process ${r.memory.benchProcessRssMb} MB`,
     );

@@ -8,7 +8,7 @@ import type { ReplaceDocumentInput } from './port.js';
 import { SqliteChunkIndex } from './sqlite.js';
 import { annDir, annFile } from './ann.js';
 
-function tempIndex(opts: { vectorCacheBytes?: number; annMinRows?: number } = {}) {
+function tempIndex(opts: { vectorCacheBytes?: number; annMinRows?: number; postingsMinRows?: number } = {}) {
   const dir = mkdtempSync(join(tmpdir(), 'chunk-index-'));
   const path = join(dir, 'chunks.db');
   const index = SqliteChunkIndex.open(path, opts);
@@ -34,6 +34,8 @@ describeChunkIndexContract('SqliteChunkIndex', async () => tempIndex());
 describeChunkIndexContract('SqliteChunkIndex without vector cache', async () => tempIndex({ vectorCacheBytes: 0 }));
 // The same suite with every dense search answered by the nearest-neighbour graph (at any size).
 describeChunkIndexContract('SqliteChunkIndex through the ANN graph', async () => tempIndex({ annMinRows: 0 }));
+// The same suite with every keyword search scored from the in-memory postings (at any size).
+describeChunkIndexContract('SqliteChunkIndex through the keyword postings', async () => tempIndex({ postingsMinRows: 0 }));
 
 function unit(seed: number, dim: number): Float32Array {
   let a = seed;
@@ -185,6 +187,99 @@ describe('SqliteChunkIndex across processes sharing one file', () => {
     const median = times[12]!;
     // The target is well under 50 ms; the bound is loose because test machines are shared.
     expect(median).toBeLessThan(150);
+  }, 120_000);
+});
+
+describe('SqliteChunkIndex keyword postings', () => {
+  it('give FTS5\'s BM25 ranking and scores, through interleaved writes by another connection, with and without tags', async () => {
+    // A reader scoring from the postings (caught up from the change log), and one asking FTS5 for
+    // the whole query, over the same file: every answer must agree (same chunks, same scores).
+    const h = tempIndex({ postingsMinRows: 0 });
+    const fts = SqliteChunkIndex.open(h.path, { postingsMinRows: Number.POSITIVE_INFINITY });
+    try {
+      const writer = h.index;
+      const reader = await h.reopen();
+      let rnd = 11;
+      const next = () => (rnd = (Math.imul(rnd, 1103515245) + 12345) >>> 0) / 4294967296;
+      // Zipf-like: a few words in most chunks (frequent, in the postings), a long tail in few (FTS5).
+      const words = Array.from({ length: 300 }, (_, i) => `w${i.toString(36)}x${'abcdefghij'[i % 10]}`);
+      const word = () => words[Math.floor(words.length * next() ** 3)]!;
+      const text = () => Array.from({ length: 4 + Math.floor(next() * 30) }, word).join(' ');
+      const put = async (id: string, revision: number) => {
+        const chunks = Array.from({ length: 1 + Math.floor(next() * 4) }, (_, index) => {
+          const t = `${text()} ${id}`;
+          return { index, hash: createHash('sha256').update(t).digest('hex'), text: t, vector: unit(revision * 10 + index + 1, 8) };
+        });
+        await writer.replaceDocument({ documentId: id, revision, model: 'm', dim: 8, containerTags: [`t${Math.floor(next() * 3)}`], metadata: {}, chunks });
+      };
+      const same = async () => {
+        for (let qn = 0; qn < 3; qn++) {
+          const q = Array.from({ length: 2 + Math.floor(next() * 6) }, word).join(' ');
+          for (const tags of [undefined, ['t1']]) {
+            const query = { mode: 'keyword' as const, text: q, limit: 8, ...(tags ? { containerTags: tags } : {}) };
+            const got = await reader.search(query);
+            const want = await fts.search(query);
+            expect(got.map((x) => x.score)).toEqual(want.map((x) => expect.closeTo(x.score, 9)));
+            // Same chunks, except that ties at the same score may come in another order.
+            const key = (x: { score: number; documentId: string; index: number }) => `${x.score.toFixed(9)} ${x.documentId}#${x.index}`;
+            const last = want.at(-1)?.score ?? 0;
+            expect(got.filter((x) => x.score - last > 1e-9).map(key).sort()).toEqual(want.filter((x) => x.score - last > 1e-9).map(key).sort());
+          }
+        }
+      };
+      for (let i = 0; i < 60; i++) await put(`d${i}`, 1);
+      await same();
+      const ids = () => Array.from({ length: 80 }, (_, i) => `d${i}`);
+      for (let step = 0; step < 80; step++) {
+        const r = next();
+        const id = ids()[Math.floor(next() * 80)]!;
+        if (r < 0.5) await put(id, 2 + step);
+        else if (r < 0.7) await writer.deleteDocument(id);
+        else if (r < 0.8) await writer.updateDocumentMeta(id, { containerTags: ['t1'] });
+        else {
+          // Several writes at once (more than a search catches up in place only with many rows).
+          for (let k = 0; k < 5; k++) await put(`b${step}-${k}`, 1);
+        }
+        await same();
+      }
+      const stats = reader.keywordPathStats();
+      expect(stats.fts).toBe(0);
+      expect(stats.postings).toBe(81 * 6);
+      expect(stats.builds).toBe(1);
+      expect(stats.frequentTokens).toBeGreaterThan(20);
+    } finally {
+      await fts.close();
+      await h.cleanup();
+    }
+  }, 120_000);
+
+  it('are built in the background past a few thousand chunks, FTS5 answering meanwhile', async () => {
+    const h = tempIndex({ postingsMinRows: 0 });
+    try {
+      const docs = Array.from({ length: 600 }, (_, d) => ({
+        documentId: `p${d}`,
+        revision: 1,
+        model: 'm',
+        dim: 8,
+        containerTags: ['t'],
+        metadata: {},
+        chunks: Array.from({ length: 5 }, (_, index) => {
+          const t = `common words appear here, chunk ${index} of page ${d} about topic${d % 37} and topic${d % 11}`;
+          return { index, hash: createHash('sha256').update(t).digest('hex'), text: t, vector: unit(d * 5 + index + 1, 8) };
+        }),
+      }));
+      await h.index.replaceDocuments(docs);
+      const q = { mode: 'keyword' as const, text: 'common words about topic5', limit: 10 };
+      const first = await h.index.search(q);
+      expect(h.index.keywordPathStats()).toMatchObject({ fts: 1, postings: 0 });
+      expect(await h.index.prepareKeyword()).toBe(true);
+      const second = await h.index.search(q);
+      expect(h.index.keywordPathStats()).toMatchObject({ fts: 1, postings: 1, builds: 1, rows: 3000 });
+      expect(second.map((x) => x.score)).toEqual(first.map((x) => expect.closeTo(x.score, 9)));
+      expect(second.map((x) => `${x.documentId}#${x.index}`)).toEqual(first.map((x) => `${x.documentId}#${x.index}`));
+    } finally {
+      await h.cleanup();
+    }
   }, 120_000);
 });
 

@@ -5,6 +5,7 @@ import Database from 'better-sqlite3';
 import type { FilterExpr, Metadata } from '@memstream/contracts';
 import type { ChunkIndex, ReplaceDocumentInput, SearchHit, SearchQuery, StoredChunk } from './port.js';
 import { AnnGraph, annFile } from './ann.js';
+import { FrequentPostings, ftsTokens } from './postings.js';
 import { MAX_QUERY_TERMS, STOPWORDS, analyseQuery, documentTerms, tokenize } from './analyse.js';
 import {
   DEFAULT_FUSION,
@@ -211,12 +212,32 @@ const ANN_MAX_DELETED_SHARE = 0.3;
 const ANN_SAVE_CHANGES = 5_000;
 const ANN_SAVE_INTERVAL_MS = 60_000;
 
+/**
+ * From this many chunks a keyword search scores the frequent tokens from in-memory postings
+ * (postings.ts) and asks FTS5 only for the rare ones; below it FTS5 evaluates the whole OR
+ * (a few ms at 10k chunks).
+ */
+const DEFAULT_POSTINGS_MIN_ROWS = 10_000;
+/** A token is frequent (its postings held in memory) when at least this share of the chunks hold it, and at least 2. */
+const POSTINGS_FREQUENT_SHARE = 1 / 2000;
+/** Postings of at most this many chunks are built inside the search that needs them; more in the background. */
+const POSTINGS_SYNC_BUILD = 2_000;
+/** Postings this far behind the change log are caught up in the background, not inside a search. */
+const POSTINGS_SYNC_CATCH_UP = 512;
+
 /** What keyword search remembers of one snapshot (`token`): any commit makes a new one. */
 interface KeywordStats {
   token: string;
-  /** Chunks in the index (BM25's N). */
+  /** Chunks in the index. */
   total: number;
-  /** Chunks holding a stem, by stem. */
+  /**
+   * FTS5's own row count and average row length (stems plus bigrams), as bm25() uses them: its
+   * "averages" record, which deletes from a contentless_delete table leave as they were, so
+   * after deletes they are those of every row ever indexed.
+   */
+  ftsRows: number;
+  ftsAvgLen: number;
+  /** Chunks holding a stem or bigram, by token. */
   docs: Map<string, number>;
   /** Whether the file holds chunks of a model other than the key. */
   otherModel: Map<string, boolean>;
@@ -371,6 +392,10 @@ export class SqliteChunkIndex implements ChunkIndex {
   private readonly identity: string;
   /** Keyword statistics of the last snapshot searched. */
   private kwStats: KeywordStats | null = null;
+  /** In-memory postings of the frequent tokens; `busy` while a background build or catch-up runs. */
+  private readonly kwPost: { post: FrequentPostings | null; busy: boolean } = { post: null, busy: false };
+  /** How keyword searches were answered (postings + FTS5 for rare tokens, or FTS5 alone) and how the postings were kept. */
+  private readonly keywordCounts = { postings: 0, fts: 0, builds: 0, catchUps: 0, entries: 0, rareRows: 0 };
 
   private constructor(
     private readonly db: Database.Database,
@@ -379,6 +404,8 @@ export class SqliteChunkIndex implements ChunkIndex {
     private readonly annMinRows: number,
     /** The index file (graphs are saved beside it), or null for an in-memory index. */
     private readonly filePath: string | null,
+    /** Chunks from which keyword search uses the in-memory postings (Infinity: never). */
+    private readonly postingsMinRows: number = DEFAULT_POSTINGS_MIN_ROWS,
   ) {
     this.stmts = {
       getDoc: db.prepare<[string], DocRow>('SELECT * FROM documents WHERE document_id = ?'),
@@ -414,6 +441,17 @@ export class SqliteChunkIndex implements ChunkIndex {
       ),
       ftsTop: db.prepare<[string, number], unknown>(
         `SELECT rowid, bm25(chunks_fts, 1.0, ${BIGRAM_WEIGHT}) AS rank FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank, rowid LIMIT ?`,
+      ),
+      ftsAverages: db.prepare<[], { block: Buffer }>('SELECT block FROM chunks_fts_data WHERE id = 1'),
+      ftsRare: db.prepare<[string], unknown>(`SELECT rowid, bm25(chunks_fts, 1.0, ${BIGRAM_WEIGHT}) AS rank FROM chunks_fts WHERE chunks_fts MATCH ?`),
+      // In term order (fts5vocab walks the index in order), a slice at a time.
+      vocabAfter: db.prepare<[string, number, number], { term: string; doc: number }>(
+        'SELECT term, doc FROM chunks_fts_vocab WHERE term > ? AND doc >= ? LIMIT ?',
+      ),
+      textsAfter: db.prepare<[number, number], unknown>('SELECT rowid, text FROM chunks WHERE rowid > ? ORDER BY rowid LIMIT ?'),
+      chunkText: db.prepare<[number], { text: string }>('SELECT text FROM chunks WHERE rowid = ?'),
+      allChangesAfter: db.prepare<[number, number], { seq: number; op: number; chunk_rowid: number }>(
+        'SELECT seq, op, chunk_rowid FROM chunk_changes WHERE seq > ? ORDER BY seq LIMIT ?',
       ),
       ftsAll: db.prepare<[string], unknown>(
         `SELECT rowid, bm25(chunks_fts, 1.0, ${BIGRAM_WEIGHT}) AS rank FROM chunks_fts WHERE chunks_fts MATCH ? ORDER BY rank, rowid`,
@@ -452,9 +490,11 @@ export class SqliteChunkIndex implements ChunkIndex {
    * (default 256 MiB; 0 disables it, and every dense query then streams the blobs from SQLite).
    * `annMinRows`: from how many candidate rows a dense search asks the nearest-neighbour graph
    * instead of scanning exactly (default 10,000; Infinity never builds a graph). The graphs need the
-   * matrix: without a vector cache every dense search is exact.
+   * matrix: without a vector cache every dense search is exact. `postingsMinRows`: from how many
+   * chunks keyword search scores frequent tokens from in-memory postings and asks FTS5 only for
+   * the rare ones (default 10,000; Infinity: FTS5 alone).
    */
-  static open(path: string, opts: { vectorCacheBytes?: number; annMinRows?: number } = {}): SqliteChunkIndex {
+  static open(path: string, opts: { vectorCacheBytes?: number; annMinRows?: number; postingsMinRows?: number } = {}): SqliteChunkIndex {
     if (path !== ':memory:' && !path.startsWith('file:')) mkdirSync(dirname(path), { recursive: true });
     const db = new Database(path);
     try {
@@ -485,7 +525,13 @@ export class SqliteChunkIndex implements ChunkIndex {
       throw err;
     }
     const file = path === ':memory:' || path.startsWith('file:') ? null : path;
-    return new SqliteChunkIndex(db, opts.vectorCacheBytes ?? DEFAULT_VECTOR_CACHE_BYTES, opts.annMinRows ?? DEFAULT_ANN_MIN_ROWS, file);
+    return new SqliteChunkIndex(
+      db,
+      opts.vectorCacheBytes ?? DEFAULT_VECTOR_CACHE_BYTES,
+      opts.annMinRows ?? DEFAULT_ANN_MIN_ROWS,
+      file,
+      opts.postingsMinRows ?? DEFAULT_POSTINGS_MIN_ROWS,
+    );
   }
 
   async replaceDocument(input: ReplaceDocumentInput): Promise<{ upserted: number; removed: number; stale: boolean }> {
@@ -1113,23 +1159,27 @@ export class SqliteChunkIndex implements ChunkIndex {
    * BM25's order among them away (hybrid MRR fell 0.12 on the manual pages).
    */
   private keyword(token: string, text: string, model: string | undefined, restrict: Sql, limit: number): { id: number; score: number }[] {
-    const { terms } = analyseQuery(text);
+    const { terms, bigrams } = analyseQuery(text);
     if (terms.length === 0) return [];
-    const match = toStemmedFtsQuery(text)!;
     const stats = this.keywordStats(token);
     let best = 0;
-    for (const t of terms) {
-      let n = stats.docs.get(t);
-      if (n === undefined) {
-        n = this.stmts.termRows.get(t)?.doc ?? 0;
-        stats.docs.set(t, n);
-      }
-      best += bm25Idf(stats.total, n);
-    }
+    for (const t of terms) best += bm25Idf(stats.total, this.docsOf(stats, t));
     const score = (rank: number) => (best > 0 ? Math.tanh(-rank / best) : 0);
     // The model condition matters only when the file holds chunks of another model too (during
     // a model switch each model has a file of its own, so almost never).
     const modelMatters = model !== undefined && this.holdsOtherModel(stats, model);
+    const post = this.postings(token, stats.total);
+    if (post) {
+      const scored = this.keywordFromPostings(post, stats, [...terms, ...bigrams], model, modelMatters, restrict, limit);
+      if (scored) {
+        this.keywordCounts.postings++;
+        this.keywordCounts.entries += post.lastWork.entries;
+        this.keywordCounts.rareRows += post.lastWork.rareRows;
+        return scored.map((h) => ({ id: h.id, score: score(-h.score) }));
+      }
+    }
+    this.keywordCounts.fts++;
+    const match = toStemmedFtsQuery(text)!;
     if (!modelMatters && restrict.sql === '1') {
       // FTS5 alone: joining every match to chunks (a B-tree lookup per matching row, tens of
       // thousands at 100k chunks) was most of a keyword search's time.
@@ -1160,10 +1210,248 @@ export class SqliteChunkIndex implements ChunkIndex {
     return rows.map((r) => ({ id: r.rowid, score: score(r.rank) }));
   }
 
+  /** Chunks holding a stem or bigram in this snapshot (FTS5's own count, as bm25() uses), asked once per snapshot. */
+  private docsOf(stats: KeywordStats, token: string): number {
+    let n = stats.docs.get(token);
+    if (n === undefined) {
+      n = this.stmts.termRows.get(token)?.doc ?? 0;
+      stats.docs.set(token, n);
+    }
+    return n;
+  }
+
+  /**
+   * BM25 of the whole query as FTS5's bm25() computes it, in two parts: the frequent tokens from
+   * the in-memory postings (term at a time, typed arrays), the rare ones (each in fewer than
+   * `minDocs` chunks) by FTS5 — whose bm25() over just those tokens is their part of the sum, and
+   * whose doclists for them are short. Raw BM25 (higher is better), or null when the postings and
+   * FTS5 disagree about a row (the caller then asks FTS5 for the whole query).
+   */
+  private keywordFromPostings(
+    post: FrequentPostings,
+    stats: KeywordStats,
+    tokens: string[],
+    model: string | undefined,
+    modelMatters: boolean,
+    restrict: Sql,
+    limit: number,
+  ): { id: number; score: number }[] | null {
+    const frequent: { token: string; idf: number }[] = [];
+    const rare: string[] = [];
+    for (const q of tokens) {
+      // As FTS5 reads the quoted token: one token (almost always), none, or a phrase of several.
+      const f = ftsTokens(q);
+      if (f.length === 0) continue;
+      const t = f[0]!;
+      if (f.length > 1) {
+        rare.push(`"${q}"`);
+        continue;
+      }
+      const n = this.docsOf(stats, t);
+      if (n === 0) continue;
+      if (post.has(t)) frequent.push({ token: t, idf: bm25Idf(stats.ftsRows, n) });
+      else rare.push(`"${q}"`);
+    }
+    const allowed = modelMatters || restrict.sql !== '1' ? this.allowedRows(stats, model, modelMatters, restrict) : undefined;
+    if (allowed?.size === 0) return [];
+    const rareRows = rare.length === 0 ? [] : negatedRanks(this.stmts.ftsRare.raw(true).iterate(rare.join(' OR ')) as IterableIterator<[number, number]>);
+    return post.top(frequent, rareRows, limit, allowed, stats.ftsAvgLen);
+  }
+
+  /**
+   * The frequent-token postings at this transaction's snapshot, or null when keyword search
+   * should ask FTS5 for the whole query: the index is below `postingsMinRows`, or the postings
+   * are being built, or are far behind the change log (they are then built or caught up in the
+   * background, in slices, while searches use FTS5). A few hundred changes behind, they catch
+   * up here: the rows added since are read and analysed, the removed ones dropped.
+   */
+  private postings(token: string, total: number): FrequentPostings | null {
+    const st = this.kwPost;
+    const p = st.post;
+    if (!p) {
+      if (total < this.postingsMinRows || st.busy) return null;
+      if (total <= POSTINGS_SYNC_BUILD) {
+        const b = this.newPostingsBuild(total);
+        this.postingsBuildStep(b, Number.POSITIVE_INFINITY);
+        st.post = b.post!;
+        st.post.token = token;
+        this.keywordCounts.builds++;
+        return st.post;
+      }
+      this.postingsInBackground();
+      return null;
+    }
+    if (p.token === token) return p;
+    const s = this.stmts;
+    const last = s.lastChange.get()!.seq;
+    if (last !== p.seq) {
+      const first = s.firstChange.get()!.seq;
+      if (p.seq > last || first === null || first > p.seq + 1) {
+        // The log no longer reaches back to them (or they are from the future of a reset file).
+        st.post = null;
+        if (!st.busy) this.postingsInBackground();
+        return null;
+      }
+      if (s.countChangesSince.get(p.seq)!.n > POSTINGS_SYNC_CATCH_UP) {
+        if (!st.busy) this.postingsInBackground();
+        return null;
+      }
+      this.applyPostingChanges(p, Number.POSITIVE_INFINITY);
+    }
+    p.token = token;
+    if (p.stale && !st.busy) this.postingsInBackground();
+    return p;
+  }
+
+  /** Apply up to `max` changes of the log after the postings' position (in the caller's transaction); how many there were. */
+  private applyPostingChanges(p: FrequentPostings, max: number): number {
+    const s = this.stmts;
+    const changes = s.allChangesAfter.all(p.seq, Number.isFinite(max) ? max : -1);
+    for (const c of changes) {
+      if (c.op === 1) {
+        // Its text as of this snapshot; gone means a later change in the log removes it.
+        const row = s.chunkText.get(c.chunk_rowid);
+        if (row) p.add(c.chunk_rowid, row.text);
+      } else {
+        p.remove(c.chunk_rowid);
+      }
+      p.seq = c.seq;
+    }
+    return changes.length;
+  }
+
+  private newPostingsBuild(total: number): PostingsBuild {
+    return { phase: 'tokens', total, minDocs: Math.max(2, Math.ceil(total * POSTINGS_FREQUENT_SHARE)), tokens: new Map(), after: '', rowAfter: 0 };
+  }
+
+  /**
+   * Work on a build until `until` (inside the caller's transaction); true when done. First the
+   * frequent tokens (FTS5's vocabulary, in term order), then every chunk's text in rowid order.
+   * The log position is read before the first chunk: changes committed while the build runs over
+   * several transactions are applied afterwards, and applying one twice is harmless.
+   */
+  private postingsBuildStep(b: PostingsBuild, until: number): boolean {
+    const s = this.stmts;
+    do {
+      if (b.phase === 'tokens') {
+        const rows = s.vocabAfter.all(b.after, b.minDocs, 512);
+        for (const r of rows) {
+          b.tokens.set(r.term, r.doc);
+          b.after = r.term;
+        }
+        if (rows.length < 512) {
+          b.post = new FrequentPostings(b.tokens, b.minDocs, BIGRAM_WEIGHT, b.total);
+          b.phase = 'rows';
+        }
+      } else {
+        if (b.seq === undefined) b.seq = s.lastChange.get()!.seq;
+        const rows = s.textsAfter.raw(true).all(b.rowAfter, 256) as [number, string][];
+        for (const [rowid, text] of rows) {
+          b.post!.add(rowid, text);
+          b.rowAfter = rowid;
+        }
+        if (rows.length < 256) {
+          b.post!.seq = b.seq;
+          return true;
+        }
+      }
+    } while (performance.now() < until);
+    return false;
+  }
+
+  /**
+   * Build the postings (when there are none, or they are stale: many removed rows, or the index
+   * grew or shrank a lot since the frequent tokens were chosen), then catch them up to the end
+   * of the log; in slices of ANN_SLICE_MS with the event loop free between them, so a gateway
+   * keeps answering (with FTS5 alone, or the old postings) meanwhile.
+   */
+  private postingsInBackground(): void {
+    const st = this.kwPost;
+    st.busy = true;
+    const slice = () => new Promise<void>((resolve) => setImmediate(resolve));
+    const run = async (): Promise<void> => {
+      let p = st.post;
+      if (!p || p.stale) {
+        const b = this.newPostingsBuild(this.stmts.countChunks.get()!.n);
+        for (;;) {
+          if (this.closed) return;
+          const until = performance.now() + ANN_SLICE_MS;
+          if (this.db.transaction(() => this.postingsBuildStep(b, until))()) break;
+          await slice();
+        }
+        p = b.post!;
+        this.keywordCounts.builds++;
+      } else {
+        this.keywordCounts.catchUps++;
+      }
+      for (;;) {
+        if (this.closed) return;
+        const until = performance.now() + ANN_SLICE_MS;
+        const caughtUp = this.db.transaction(() => {
+          while (performance.now() < until) if (this.applyPostingChanges(p, 256) < 256) return true;
+          return false;
+        })();
+        if (caughtUp) break;
+        await slice();
+      }
+      st.post = p;
+    };
+    run()
+      .catch(() => {
+        // Postings that cannot be built or caught up are dropped: searches use FTS5 alone, and
+        // the next one starts over.
+        st.post = null;
+      })
+      .finally(() => {
+        st.busy = false;
+      });
+  }
+
+  /**
+   * Build (or catch up) the keyword postings now and resolve when done (not part of the port):
+   * bench/search.ts calls it before timing searches, as prepareAnn. False when the index is
+   * below `postingsMinRows` (keyword search then uses FTS5 alone).
+   */
+  async prepareKeyword(): Promise<boolean> {
+    this.assertOpen();
+    for (;;) {
+      const state = this.db.transaction(() => {
+        const token = `${this.db.pragma('data_version', { simple: true }) as number}:${this.writeSeq}`;
+        const stats = this.keywordStats(token);
+        if (this.postings(token, stats.total)) return 'ready';
+        return !this.kwPost.busy && !this.kwPost.post && stats.total < this.postingsMinRows ? 'small' : 'wait';
+      })();
+      if (state !== 'wait') return state === 'ready';
+      await new Promise((resolve) => setTimeout(resolve, 20));
+    }
+  }
+
+  /**
+   * Diagnostics (not part of the port): keyword searches answered with the postings and by FTS5
+   * alone, postings builds and background catch-ups, the work done (postings entries scored,
+   * rows FTS5 returned for rare tokens, summed over searches), and the postings held.
+   */
+  keywordPathStats(): {
+    postings: number;
+    fts: number;
+    builds: number;
+    catchUps: number;
+    entries: number;
+    rareRows: number;
+    frequentTokens: number;
+    rows: number;
+    minDocs: number;
+    bytes: number;
+  } {
+    const p = this.kwPost.post;
+    return { ...this.keywordCounts, frequentTokens: p?.tokenCount ?? 0, rows: p?.live ?? 0, minDocs: p?.minDocs ?? 0, bytes: p?.bytes ?? 0 };
+  }
+
   /** BM25's statistics of the snapshot `token` (row count, rows per stem as asked), made again after any commit. */
   private keywordStats(token: string): KeywordStats {
     if (this.kwStats?.token !== token) {
-      this.kwStats = { token, total: this.stmts.countChunks.get()!.n, docs: new Map(), otherModel: new Map(), allowed: new Map() };
+      const averages = ftsAverages(this.stmts.ftsAverages.get());
+      this.kwStats = { token, total: this.stmts.countChunks.get()!.n, ...averages, docs: new Map(), otherModel: new Map(), allowed: new Map() };
     }
     return this.kwStats;
   }
@@ -1216,6 +1504,50 @@ export class SqliteChunkIndex implements ChunkIndex {
     }
     return out;
   }
+}
+
+/**
+ * FTS5's "averages" record (the row with id 1 of its data table): the row count, then the total
+ * tokens of each column, as SQLite varints. The average row length is over all columns, as bm25().
+ */
+function ftsAverages(row: { block: Buffer } | undefined): { ftsRows: number; ftsAvgLen: number } {
+  if (!row) return { ftsRows: 0, ftsAvgLen: 0 };
+  const b = row.block;
+  let at = 0;
+  const varint = (): number => {
+    let v = 0;
+    for (let i = 0; i < 9 && at < b.length; i++) {
+      const byte = b[at++]!;
+      if (i === 8) return v * 256 + byte;
+      v = v * 128 + (byte & 0x7f);
+      if ((byte & 0x80) === 0) return v;
+    }
+    return v;
+  };
+  const rows = varint();
+  let tokens = 0;
+  while (at < b.length) tokens += varint();
+  return { ftsRows: rows, ftsAvgLen: rows > 0 ? tokens / rows : 0 };
+}
+
+/** FTS5 ranks (bm25() negated) as BM25 scores, higher is better. */
+function* negatedRanks(rows: IterableIterator<[number, number]>): Generator<[number, number]> {
+  for (const [id, rank] of rows) yield [id, -rank];
+}
+
+/** A build of the frequent-token postings in progress (see postingsBuildStep). */
+interface PostingsBuild {
+  phase: 'tokens' | 'rows';
+  /** Chunks when started, and the row count from which a token is frequent. */
+  total: number;
+  minDocs: number;
+  tokens: Map<string, number>;
+  /** The last vocabulary term and chunk rowid read. */
+  after: string;
+  rowAfter: number;
+  post?: FrequentPostings;
+  /** The change-log position before the first chunk was read. */
+  seq?: number;
 }
 
 function toHit(r: HitRow, score: number): SearchHit {
