@@ -1,4 +1,6 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
+import { createHmac } from 'node:crypto';
+import { createServer, type IncomingHttpHeaders } from 'node:http';
 import Supermemory, { NotFoundError, PermissionDeniedError, BadRequestError } from 'supermemory';
 import { startTestStack, waitFor, type TestStack } from './support/stack.js';
 import { recordingClient, unique, waitForDoc } from './support/sdk.js';
@@ -9,6 +11,65 @@ import { recordingClient, unique, waitForDoc } from './support/sdk.js';
  * memorizer and the offline extractor.
  */
 
+/** What the SSE stream and the webhooks carry for a memory. */
+type MemoryEvent = { id: string; type: string; memoryId: string; containerTag: string; containerTags: string[]; memory: string | null; version: number | null; parentMemoryId: string | null; documentId: string | null; cause: string };
+
+/** A webhook receiver on loopback: everything it is sent, answered 204. */
+async function receiver() {
+  const got: Array<{ path: string; headers: IncomingHttpHeaders; body: string; json: MemoryEvent }> = [];
+  const server = createServer((req, res) => {
+    const chunks: Buffer[] = [];
+    req.on('data', (c: Buffer) => chunks.push(c));
+    req.on('end', () => {
+      const body = Buffer.concat(chunks).toString('utf8');
+      got.push({ path: req.url ?? '/', headers: req.headers, body, json: JSON.parse(body) });
+      res.writeHead(204).end();
+    });
+  });
+  await new Promise<void>((r) => server.listen(0, '127.0.0.1', r));
+  const a = server.address();
+  return { url: `http://127.0.0.1:${typeof a === 'object' && a ? a.port : 0}`, at: (path: string) => got.filter((x) => x.path === path), close: () => new Promise<void>((r) => server.close(() => r())) };
+}
+
+/** Standard Webhooks verification, from the scheme. */
+function verifies(secret: string, r: { headers: IncomingHttpHeaders; body: string }): boolean {
+  const key = Buffer.from(secret.replace(/^whsec_/, ''), 'base64');
+  const expected = 'v1,' + createHmac('sha256', key).update(`${String(r.headers['webhook-id'])}.${String(r.headers['webhook-timestamp'])}.${r.body}`).digest('base64');
+  return String(r.headers['webhook-signature']).split(' ').includes(expected);
+}
+
+/** GET /v3/events read in the background: every event, in the order it came. */
+async function sse(baseUrl: string, apiKey: string, query: string) {
+  const abort = new AbortController();
+  const res = await fetch(`${baseUrl}/v3/events?${query}`, { headers: { authorization: `Bearer ${apiKey}` }, signal: abort.signal });
+  expect(res.status).toBe(200);
+  const events: Array<{ seq: number; type: string; data: MemoryEvent }> = [];
+  let connected = false;
+  const reading = (async () => {
+    const dec = new TextDecoder();
+    let buffer = '';
+    for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
+      buffer += dec.decode(chunk, { stream: true });
+      let i: number;
+      while ((i = buffer.indexOf('\n\n')) >= 0) {
+        const block = buffer.slice(0, i);
+        buffer = buffer.slice(i + 2);
+        if (block.includes(': connected')) connected = true;
+        const f = Object.fromEntries(block.split('\n').filter((l) => !l.startsWith(':')).map((l) => [l.slice(0, l.indexOf(':')), l.slice(l.indexOf(':') + 1).trim()]));
+        if (f.data) events.push({ seq: Number(f.id), type: f.event!, data: JSON.parse(f.data) });
+      }
+    }
+  })().catch(() => undefined);
+  await waitFor('the event stream open', async () => (connected ? true : undefined), 10_000);
+  return {
+    events,
+    close: async () => {
+      abort.abort();
+      await reading;
+    },
+  };
+}
+
 type Hit = { id: string; memory?: string; chunk?: string; similarity: number; version?: number; context?: { parents?: Array<{ memory: string; relation: string; version?: number | null }> } };
 type DocWithDreaming = { dreamingStatus?: string; memories?: Array<{ id: string; memory: string }> };
 
@@ -17,7 +78,8 @@ describe('memories through the official SDK', () => {
   let client: Supermemory;
 
   beforeAll(async () => {
-    stack = await startTestStack();
+    // Webhook receivers of this file listen on loopback.
+    stack = await startTestStack({ env: { MEMSTREAM_WEBHOOK_ALLOW_PRIVATE: 'true' } });
     ({ client } = recordingClient(stack));
   });
   afterAll(async () => {
@@ -42,9 +104,12 @@ describe('memories through the official SDK', () => {
     expect(hits.some((h) => h.memory?.includes('Lisbon'))).toBe(false);
     expect(hits[0]!.context?.parents).toEqual([expect.objectContaining({ memory: 'Priya Raman lives in Lisbon.', relation: 'updates', version: -1 })]);
 
-    // The memorizer counts what it did, per tag.
-    const metrics = await (await fetch(`${stack.procs.get('memorizer')!.opsUrl}/metrics`)).text();
-    expect(metrics).toMatch(new RegExp(`memstream_memories_total\\{[^}]*tag="${tag}"[^}]*change="updated"[^}]*\\} 1`));
+    // What the memorizer committed is counted per tag (by the notifier, which reads every commit once).
+    const metrics = await waitFor('the update counted', async () => {
+      const m = await (await fetch(`${stack.procs.get('notifier')!.opsUrl}/metrics`)).text();
+      return new RegExp(`memstream_memories_total\\{[^}]*tag="${tag}"[^}]*change="updated"[^}]*\\} 1`).test(m) ? m : undefined;
+    });
+    expect(metrics).toMatch(new RegExp(`memstream_memories_total\\{[^}]*tag="${tag}"[^}]*change="created"[^}]*\\} [1-9]`));
 
     const { profile } = await client.profile({ containerTag: tag });
     expect(profile.static).toContain('Priya Raman lives in Berlin.');
@@ -186,4 +251,85 @@ describe('memories through the official SDK', () => {
     const { profile } = await client.profile({ containerTag: tag });
     expect(profile.static).not.toContain('The user works at Siemens.');
   });
+  it('memory events reach GET /v3/events and webhooks (signed, in order, counted in /metrics); another tag and its key see none', async () => {
+    const tag = unique('events');
+    const other = unique('events-other');
+    const rx = await receiver();
+    const MEMORY_EVENTS = ['memory.created', 'memory.updated', 'memory.forgotten'];
+    const streams: Array<{ close(): Promise<void> }> = [];
+    try {
+      const hook = await client.post<{ id: string; secret: string }>('/v3/webhooks', { body: { url: `${rx.url}/mine`, containerTags: [tag], events: MEMORY_EVENTS } });
+      // Without `events`: document transitions only, as before memory events existed.
+      await client.post('/v3/webhooks', { body: { url: `${rx.url}/docs-only`, containerTags: [tag] } });
+      const otherKey = await client.post<{ key: string }>('/v3/auth/scoped-key', { body: { containerTag: other, name: 'the other tag' } });
+      const { client: otherClient } = recordingClient(stack, { apiKey: otherKey.key });
+      await otherClient.post('/v3/webhooks', { body: { url: `${rx.url}/other`, events: MEMORY_EVENTS } });
+      const mine = await sse(stack.baseUrl, stack.apiKey, `containerTag=${tag}&events=${MEMORY_EVENTS.join(',')}`);
+      const theirs = await sse(stack.baseUrl, otherKey.key, `events=${MEMORY_EVENTS.join(',')}`);
+      streams.push(mine, theirs);
+
+      // A taskType: memory document, then a direct write, its update (version 2) and its forgetting.
+      const doc = await client.documents.add({ content: 'My name is Lena Ortiz. I live in Porto.', containerTag: tag });
+      const taught = ((await dreamed(doc.id)) as unknown as DocWithDreaming).memories ?? [];
+      expect(taught.length).toBeGreaterThanOrEqual(2);
+      const written = await client.post<{ memories: Array<{ id: string }> }>('/v4/memories', { body: { containerTag: tag, memories: [{ content: 'Lena keeps bees on her roof.' }] } });
+      const bees = written.memories[0]!;
+      const v2 = await client.memories.updateMemory({ containerTag: tag, id: bees.id, newContent: 'Lena keeps bees in her garden.' });
+      await client.memories.forget({ containerTag: tag, id: v2.id, reason: 'the bees left' });
+      // The other tag's own memory: its key's stream and webhook do work, and get only this.
+      await otherClient.post('/v4/memories', { body: { containerTag: other, memories: [{ content: 'Omar collects vinyl records.' }] } });
+
+      const expected = [
+        ...taught.map((m) => ['memory.created', m.id]),
+        ['memory.created', bees.id],
+        ['memory.updated', v2.id],
+        ['memory.forgotten', v2.id],
+      ];
+      await waitFor('every memory event on the stream', async () => (mine.events.length >= expected.length ? true : undefined), 30_000, 50);
+      await waitFor('every memory event at the webhook', async () => (rx.at('/mine').length >= expected.length ? true : undefined), 30_000, 50);
+      await waitFor("the other tag's event at its stream and webhook", async () => (theirs.events.length >= 1 && rx.at('/other').length >= 1 ? true : undefined), 30_000, 50);
+      await waitFor('the document transitions at the default webhook', async () => (rx.at('/docs-only').some((x) => x.json.type === 'document.done') ? true : undefined), 30_000, 50);
+      // Room for a stray or duplicate event to show up.
+      await new Promise((r) => setTimeout(r, 750));
+
+      // The stream: exactly these, in the order they were committed, with what each one is.
+      expect(mine.events.map((e) => [e.data.type, e.data.memoryId])).toEqual(expected);
+      expect(mine.events.every((e) => e.type === e.data.type && e.data.containerTag === tag && e.data.containerTags.join() === tag)).toBe(true);
+      const seqs = mine.events.map((e) => e.seq);
+      expect([...seqs].sort((a, b) => a - b)).toEqual(seqs);
+      expect(mine.events[0]!.data).toMatchObject({ documentId: doc.id, cause: 'extraction', version: 1 });
+      expect(mine.events.find((e) => e.data.memoryId === bees.id)!.data).toMatchObject({ cause: 'direct-write', memory: 'Lena keeps bees on her roof.', version: 1 });
+      expect(mine.events.find((e) => e.data.type === 'memory.updated')!.data).toMatchObject({ version: 2, parentMemoryId: bees.id, memory: 'Lena keeps bees in her garden.', cause: 'update' });
+      expect(mine.events.at(-1)!.data).toMatchObject({ type: 'memory.forgotten', memoryId: v2.id, forgotten: { cause: 'user', reason: 'the bees left' } });
+
+      // The webhook: the same events, once each, in the same order, signed; the id is the webhook-id.
+      const delivered = rx.at('/mine');
+      expect(delivered.map((x) => x.json.id)).toEqual(mine.events.map((e) => e.data.id));
+      for (const r of delivered) {
+        expect(verifies(hook.secret, r)).toBe(true);
+        expect(r.headers['webhook-id']).toBe(r.json.id);
+      }
+      expect(rx.at('/docs-only').every((x) => x.json.type.startsWith('document.'))).toBe(true);
+
+      // Another tag's key: its own memory only, on its stream and at its webhook.
+      expect(theirs.events.map((e) => [e.data.type, e.data.containerTag, e.data.memory])).toEqual([['memory.created', other, 'Omar collects vinyl records.']]);
+      expect(rx.at('/other').map((x) => x.json.containerTag)).toEqual([other]);
+
+      // The deliveries say which memory each was; /metrics counts every writer's changes once.
+      const d = await waitFor('the deliveries recorded', async () => {
+        const r = await client.get<{ deliveries: Array<{ memoryId: string | null; type: string; status: string }>; counts: { delivered: number } }>(`/v3/webhooks/${hook.id}/deliveries`);
+        return r.counts.delivered === expected.length ? r : undefined;
+      });
+      expect(d.deliveries.map((x) => x.memoryId).sort()).toEqual(expected.map((e) => e[1]).sort());
+      const metrics = await waitFor('the memory metrics', async () => {
+        const m = await (await fetch(`${stack.procs.get('notifier')!.opsUrl}/metrics`)).text();
+        return new RegExp(`memstream_memories_total\\{[^}]*tag="${tag}"[^}]*change="forgotten"[^}]*\\} 1`).test(m) ? m : undefined;
+      });
+      const count = (change: string) => Number(new RegExp(`^memstream_memories_total\\{[^}]*tag="${tag}"[^}]*change="${change}"[^}]*\\} (\\d+)`, 'm').exec(metrics)?.[1] ?? 0);
+      expect({ created: count('created'), updated: count('updated'), forgotten: count('forgotten') }).toEqual({ created: taught.length + 1, updated: 1, forgotten: 1 });
+    } finally {
+      for (const s of streams) await s.close();
+      await rx.close();
+    }
+  }, 120_000);
 });

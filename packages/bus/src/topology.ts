@@ -8,6 +8,9 @@ import {
   STREAM_DEAD_LETTERS,
   STREAM_DOCS,
   STREAM_LIFECYCLE,
+  STREAM_MEMORY,
+  MEMORY_SUBJECTS,
+  MEMORY_EVENTS_CONSUMER,
   STREAM_WEBHOOK_DELIVERIES,
   WEBHOOK_DELIVERY_CONSUMER,
   WEBHOOK_DELIVERY_SUBJECTS,
@@ -48,6 +51,62 @@ export function docsStreamConfig(opts: TopologyOptions = {}): Partial<StreamConf
     deny_purge: false,
     deny_delete: false,
   };
+}
+
+/**
+ * The MEMORY stream: the log of memory commits, one subject per container tag, kept like DOCS
+ * (file storage, no age limit, deduplication by commit id).
+ */
+export function memoryStreamConfig(replicas = storageReplicas()): Partial<StreamConfig> & { name: string } {
+  return {
+    name: STREAM_MEMORY,
+    subjects: [MEMORY_SUBJECTS],
+    storage: StorageType.File,
+    retention: RetentionPolicy.Limits,
+    discard: DiscardPolicy.Old,
+    num_replicas: replicas,
+    duplicate_window: 120_000 * 1_000_000,
+    max_msg_size: 1024 * 1024,
+    allow_direct: true,
+  };
+}
+
+/** Create the MEMORY stream if it does not exist (never changes one that does). Idempotent. */
+export async function ensureMemoryStreamExists(jsm: JetStreamManager, replicas = storageReplicas()): Promise<void> {
+  try {
+    await jsm.streams.info(STREAM_MEMORY);
+  } catch (err) {
+    if (!isNotFound(err)) throw err;
+    try {
+      await jsm.streams.add(memoryStreamConfig(replicas));
+    } catch (e) {
+      if (!/already in use/i.test(String(e))) throw e;
+    }
+  }
+}
+
+/**
+ * The notifier's durable consumer of MEMORY: it turns commits into memory events. Like its
+ * consumer of DOCS it starts at the end of the log when first created, so installing it on an
+ * existing log (or rebuilding a memory store from the log) announces nothing old.
+ */
+export async function ensureMemoryEventsConsumer(jsm: JetStreamManager, replicas = storageReplicas()): Promise<void> {
+  await ensureMemoryStreamExists(jsm, replicas);
+  try {
+    await jsm.consumers.info(STREAM_MEMORY, MEMORY_EVENTS_CONSUMER);
+  } catch (err) {
+    if (!isNotFound(err)) throw err;
+    await addConsumer(jsm, STREAM_MEMORY, {
+      durable_name: MEMORY_EVENTS_CONSUMER,
+      ack_policy: AckPolicy.Explicit,
+      deliver_policy: DeliverPolicy.New,
+      filter_subject: MEMORY_SUBJECTS,
+      ack_wait: 30_000 * 1_000_000,
+      max_deliver: -1,
+      max_ack_pending: 1_000,
+      inactive_threshold: 0,
+    });
+  }
 }
 
 async function ensureStream(jsm: JetStreamManager, cfg: Partial<StreamConfig> & { name: string }): Promise<void> {

@@ -47,6 +47,10 @@ export const LIFECYCLE_SUBJECTS = 'lifecycle.>';
 export function lifecycleSubject(documentId: string): string {
   return `lifecycle.${documentId}`;
 }
+/** A container tag's memory events in LIFECYCLE: two tokens, so never a document's subject (and never purged with one). */
+export function lifecycleMemorySubject(containerTag: string): string {
+  return `lifecycle.mem.${Buffer.from(containerTag).toString('base64url')}`;
+}
 export const STREAM_WEBHOOK_DELIVERIES = 'WEBHOOK_DELIVERIES';
 export const WEBHOOK_DELIVERY_SUBJECTS = 'hook.>';
 export function webhookDeliverySubject(webhookId: string): string {
@@ -54,6 +58,8 @@ export function webhookDeliverySubject(webhookId: string): string {
 }
 /** The durable pull consumer that POSTs deliveries (on WEBHOOK_DELIVERIES, not DOCS). */
 export const WEBHOOK_DELIVERY_CONSUMER = 'notifier-deliveries';
+/** The notifier's durable consumer of MEMORY (memory commits → memory events). */
+export const MEMORY_EVENTS_CONSUMER = 'notifier-memory';
 /** Registrations, secrets included. */
 export const WEBHOOKS_BUCKET = 'memstream-webhooks';
 /** The state of each delivery after its latest attempt, kept for WEBHOOK_DELIVERY_RECORD_TTL_MS. */

@@ -47,6 +47,63 @@ export const LifecycleEvent = z.object({
 });
 export type LifecycleEvent = z.infer<typeof LifecycleEvent>;
 
+/**
+ * What a memory commit announces (from the MEMORY stream): a memory made, a new version of one,
+ * or one forgotten. Links, added sources and expiry changes are in the log but not announced.
+ */
+export const MEMORY_EVENT_TYPES = ['memory.created', 'memory.updated', 'memory.forgotten'] as const;
+export const MemoryEventType = z.enum(MEMORY_EVENT_TYPES);
+export type MemoryEventType = z.infer<typeof MemoryEventType>;
+
+/**
+ * One memory change of one container tag: the webhook body and the SSE `data`. `id` is derived
+ * from the commit and the change's place in it, the same on every retry and replay: deduplicate by it.
+ */
+export const MemoryLifecycleEvent = z.object({
+  id: z.string().min(1).max(128),
+  type: MemoryEventType,
+  memoryId: z.string(),
+  containerTag: z.string(),
+  /** `[containerTag]`: the same field document events carry, so one tag filter reads both. */
+  containerTags: z.array(z.string()),
+  /** The statement (created, updated); null on memory.forgotten, which the log records by id. */
+  memory: z.string().nullable(),
+  /** 1 on memory.created, 2… on memory.updated; null on memory.forgotten. */
+  version: z.number().int().positive().nullable(),
+  parentMemoryId: z.string().nullable(),
+  rootMemoryId: z.string().nullable(),
+  /** The document it came from (extraction, direct write with a documentId, a deleted source); null for user updates and forgets. */
+  documentId: z.string().nullable(),
+  /** What made the commit: extraction, direct-write, update, forget, forget-matching, document-deleted. */
+  cause: z.string(),
+  /** Only on memory.forgotten: why (`user`, `matching`, `source-deleted`, `statement`) and the reason given, if any. */
+  forgotten: z.object({ cause: z.string(), reason: z.string().nullable() }).optional(),
+  occurredAt: z.iso.datetime(),
+});
+export type MemoryLifecycleEvent = z.infer<typeof MemoryLifecycleEvent>;
+
+/** Everything webhooks and GET /v3/events carry: document transitions and memory changes. */
+export const OutboundEvent = z.union([LifecycleEvent, MemoryLifecycleEvent]);
+export type OutboundEvent = z.infer<typeof OutboundEvent>;
+
+/**
+ * What a webhook's `events` and the SSE `events=` filter name: a document transition (`done`, …)
+ * or a memory event type (`memory.created`, …). Memory events reach only those that name them,
+ * so a receiver written for document transitions never gets a body it does not know.
+ */
+export const EVENT_NAMES = [...LIFECYCLE_TRANSITIONS, ...MEMORY_EVENT_TYPES] as unknown as readonly [LifecycleTransition | MemoryEventType, ...Array<LifecycleTransition | MemoryEventType>];
+export const EventName = z.enum(EVENT_NAMES);
+export type EventName = z.infer<typeof EventName>;
+
+/** The name an event is subscribed by: a document event's status, a memory event's type. */
+export function eventNameOf(event: OutboundEvent): EventName {
+  return isMemoryEvent(event) ? event.type : event.status;
+}
+
+export function isMemoryEvent(event: OutboundEvent): event is MemoryLifecycleEvent {
+  return event.type.startsWith('memory.');
+}
+
 /** Standard Webhooks secrets: `whsec_` and the base64 of the HMAC key (16 to 64 bytes). */
 export const WEBHOOK_SECRET_PATTERN = /^whsec_[A-Za-z0-9+/]+={0,2}$/;
 export const WebhookSecret = z
@@ -79,8 +136,8 @@ export const CreateWebhookRequest = z.strictObject({
   url: WebhookUrl,
   /** Only documents with at least one of these tags; omitted or empty: every document (global, admin key only). */
   containerTags: z.array(ContainerTag).max(100).optional(),
-  /** Which transitions; default all. */
-  events: z.array(LifecycleTransition).min(1, 'events must name at least one transition, or be omitted for all').optional(),
+  /** Which transitions and memory events; default every document transition (memory events only when named). */
+  events: z.array(EventName).min(1, 'events must name at least one transition or memory event, or be omitted for every document transition').optional(),
   /** Generated when absent, and shown only in this response. */
   secret: WebhookSecret.optional(),
   description: z.string().max(500).optional(),
@@ -93,7 +150,7 @@ export const Webhook = z.object({
   url: z.string(),
   /** Empty: global. */
   containerTags: z.array(z.string()),
-  events: z.array(LifecycleTransition),
+  events: z.array(EventName),
   secret: z.string(),
   description: z.string().nullable(),
   createdAt: z.iso.datetime(),
@@ -147,7 +204,7 @@ export type ListWebhooksResponse = z.infer<typeof ListWebhooksResponse>;
 /** One queued delivery (stream WEBHOOK_DELIVERIES, subject hook.<webhookId>, Nats-Msg-Id `${event.id}:${webhookId}`). */
 export const WebhookDeliveryJob = z.object({
   webhookId: z.string(),
-  event: LifecycleEvent,
+  event: OutboundEvent,
   enqueuedAt: z.iso.datetime(),
 });
 export type WebhookDeliveryJob = z.infer<typeof WebhookDeliveryJob>;
@@ -162,7 +219,10 @@ export const WebhookDelivery = z.object({
   id: z.string(),
   webhookId: z.string(),
   type: z.string(),
-  documentId: z.string(),
+  /** The document of a transition, the source document of a memory event (null when it has none). */
+  documentId: z.string().nullable(),
+  /** Only for memory events. */
+  memoryId: z.string().nullable().optional(),
   status: DeliveryStatus,
   attempts: z.number().int().nonnegative(),
   /** The receiver's HTTP status on the latest attempt, null when none came back (refused, timeout, DNS). */

@@ -1,40 +1,16 @@
 import { headers as natsHeaders } from '@nats-io/nats-core';
-import { DiscardPolicy, RetentionPolicy, StorageType, type JetStreamManager } from '@nats-io/jetstream';
+import type { JetStreamManager } from '@nats-io/jetstream';
 import { MEMORY_SUBJECTS, MemoryCommit, STREAM_MEMORY, memorySubject } from '@memstream/contracts';
-import type { Bus } from '@memstream/bus';
+import { ensureMemoryStreamExists, type Bus } from '@memstream/bus';
 import { storageReplicas } from '@memstream/kit';
 import type { MemoryStore } from './store/port.js';
 
 const enc = new TextEncoder();
 const dec = new TextDecoder();
 
-/**
- * The MEMORY stream: the log of memory commits, one subject per container tag, kept like DOCS
- * (file storage, no age limit, deduplication by commit id). Idempotent; the memorizer and the
- * gateway call it at start.
- */
+/** The MEMORY stream (its settings: memoryStreamConfig in @memstream/bus). Idempotent; the memorizer, the gateway and the notifier call it at start. */
 export async function ensureMemoryStream(jsm: JetStreamManager, replicas = storageReplicas()): Promise<void> {
-  const cfg = {
-    name: STREAM_MEMORY,
-    subjects: [MEMORY_SUBJECTS],
-    storage: StorageType.File,
-    retention: RetentionPolicy.Limits,
-    discard: DiscardPolicy.Old,
-    num_replicas: replicas,
-    duplicate_window: 120_000 * 1_000_000,
-    max_msg_size: 1024 * 1024,
-    allow_direct: true,
-  };
-  try {
-    await jsm.streams.info(STREAM_MEMORY);
-  } catch (err) {
-    if (!/not found/i.test(String(err))) throw err;
-    try {
-      await jsm.streams.add(cfg);
-    } catch (e) {
-      if (!/already in use/i.test(String(e))) throw e;
-    }
-  }
+  await ensureMemoryStreamExists(jsm, replicas);
 }
 
 /** The server refused a publish because another commit reached the tag first (JetStream error 10071). */

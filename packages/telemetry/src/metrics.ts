@@ -62,7 +62,7 @@ export const webhookDeliveryDuration = new Histogram({
 
 export const memoryChanges = new Counter({
   name: 'memstream_memories_total',
-  help: 'Memories the memorizer made from documents, by container tag and change (created, updated: a new version, forgotten).',
+  help: 'Memory changes committed to the MEMORY log by any writer (memorizer, gateway direct writes, updates and forgets), by container tag and change (created, updated: a new version, forgotten); counted once, by the notifier.',
   labelNames: ['tag', 'change'] as const,
   registers: [registry],
 });
@@ -95,16 +95,23 @@ export const memoryExtractionDuration = new Histogram({
   registers: [registry],
 });
 
-/** What one memorizer commit did, for the memory metrics. */
-export function recordMemorized(s: { containerTag: string; created: number; updated: number; forgotten: number; tokens: number; ms: number }): void {
+/**
+ * What one memorizer extraction cost, for the extraction metrics. The memories it made are counted
+ * by the notifier (recordMemoryChanges), which sees every writer's commits once.
+ */
+export function recordMemorized(s: { containerTag: string; tokens: number; ms: number }): void {
   const tag = s.containerTag;
-  if (s.created) memoryChanges.inc({ tag, change: 'created' }, s.created);
-  if (s.updated) memoryChanges.inc({ tag, change: 'updated' }, s.updated);
-  if (s.forgotten) memoryChanges.inc({ tag, change: 'forgotten' }, s.forgotten);
   memoryExtractions.inc({ tag });
   memoryExtractionSeconds.inc({ tag }, s.ms / 1000);
   memoryExtractionTokens.inc({ tag }, s.tokens);
   memoryExtractionDuration.observe(s.ms / 1000);
+}
+
+/** Memories made, updated and forgotten in one commit (the notifier, once per commit of the MEMORY log). */
+export function recordMemoryChanges(containerTag: string, c: { created: number; updated: number; forgotten: number }): void {
+  if (c.created) memoryChanges.inc({ tag: containerTag, change: 'created' }, c.created);
+  if (c.updated) memoryChanges.inc({ tag: containerTag, change: 'updated' }, c.updated);
+  if (c.forgotten) memoryChanges.inc({ tag: containerTag, change: 'forgotten' }, c.forgotten);
 }
 
 /** One finished delivery attempt, for the two webhook metrics. */

@@ -1,7 +1,7 @@
 // First: the OpenTelemetry SDK starts before any application module is loaded.
-import { recordWebhookDelivery } from '@memstream/telemetry';
-import { lastEvent, startWorker } from '@memstream/bus';
-import { STREAM_LIFECYCLE, lifecycleSubject, webhookDeliverySubject, type DocumentMetadataUpdated, type DocumentSubmitted } from '@memstream/contracts';
+import { recordMemoryChanges, recordWebhookDelivery } from '@memstream/telemetry';
+import { ensureMemoryEventsConsumer, lastEvent, startWorker } from '@memstream/bus';
+import { STREAM_LIFECYCLE, lifecycleMemorySubject, lifecycleSubject, webhookDeliverySubject, type DocumentMetadataUpdated, type DocumentSubmitted, type WebhookDeliveryJob } from '@memstream/contracts';
 import { createLogger } from '@memstream/kit';
 import { loadConfig } from './config.js';
 import { createTransitionHandler, mergeNote } from './handlers/transitions.js';
@@ -9,8 +9,10 @@ import { deliver } from './handlers/deliver.js';
 import { keyedLimiter } from './handlers/serialize.js';
 import { retryBudgetMs, type RetryPolicy } from './handlers/backoff.js';
 import { httpSender } from './adapters/http-sender.js';
+import { createMemoryAnnouncer } from './handlers/memory-events.js';
 import { kvDeliveryRecords, kvDocNotes, kvKeyLifetimes, openBuckets, watchWebhooks } from './adapters/stores.js';
 import { deadLetterDelivery, runDeliveries } from './adapters/delivery-consumer.js';
+import { runMemoryEvents } from './adapters/memory-consumer.js';
 
 const config = loadConfig();
 const log = createLogger('notifier', { level: config.LOG_LEVEL });
@@ -33,6 +35,9 @@ await startWorker({
     const buckets = await openBuckets(bus);
     const registry = await watchWebhooks(buckets.webhooks, log);
     const records = kvDeliveryRecords(buckets.deliveries);
+    const enqueue = async (job: WebhookDeliveryJob) => {
+      await bus.js.publish(webhookDeliverySubject(job.webhookId), enc.encode(JSON.stringify(job)), { msgID: `${job.event.id}:${job.webhookId}` });
+    };
     const handle = createTransitionHandler({
       notes: kvDocNotes(buckets.docs),
       async fromLog(documentId) {
@@ -50,10 +55,26 @@ await startWorker({
       async purgeLifecycle(documentId, keepFromSeq) {
         await bus.jsm.streams.purge(STREAM_LIFECYCLE, { filter: lifecycleSubject(documentId), seq: keepFromSeq });
       },
-      async enqueue(job) {
-        await bus.js.publish(webhookDeliverySubject(job.webhookId), enc.encode(JSON.stringify(job)), { msgID: `${job.event.id}:${job.webhookId}` });
-      },
+      enqueue,
       now: () => new Date(),
+    });
+    // Memory commits of every writer (memorizer, gateway) → memory events on LIFECYCLE and to webhooks, and /metrics.
+    await ensureMemoryEventsConsumer(bus.jsm);
+    const memoryEvents = runMemoryEvents({
+      bus,
+      log,
+      concurrency: config.NOTIFIER_CONCURRENCY,
+      announce: createMemoryAnnouncer({
+        webhooks: () => registry.list(),
+        async publishLifecycle(event) {
+          const ack = await bus.js.publish(lifecycleMemorySubject(event.containerTag), enc.encode(JSON.stringify(event)), { msgID: event.id });
+          return { seq: ack.seq, duplicate: ack.duplicate };
+        },
+        attempted: (webhookId, eventId) => records.exists(webhookId, eventId),
+        enqueue,
+        count: recordMemoryChanges,
+        now: () => new Date(),
+      }),
     });
     // One receiver host (a tenant's slow or flooded endpoint) holds at most MEMSTREAM_WEBHOOK_HOST_CONCURRENCY POSTs at once.
     const perHost = keyedLimiter(config.MEMSTREAM_WEBHOOK_HOST_CONCURRENCY);
@@ -89,7 +110,9 @@ await startWorker({
     );
     return {
       handle,
-      stopConsuming: () => deliveries.stop(),
+      stopConsuming: async () => {
+        await Promise.all([deliveries.stop(), memoryEvents.stop()]);
+      },
       close: () => registry.stop(),
       ready: async () => {
         await buckets.webhooks.status();

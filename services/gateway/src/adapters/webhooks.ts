@@ -2,7 +2,7 @@ import { storageReplicas } from '@memstream/kit';
 import { Kvm, type KV } from '@nats-io/kv';
 import type { Bus } from '@memstream/bus';
 import {
-  LifecycleEvent,
+  OutboundEvent,
   STREAM_LIFECYCLE,
   STREAM_WEBHOOK_DELIVERIES,
   WEBHOOKS_BUCKET,
@@ -112,7 +112,7 @@ export function jetstreamLifecycleSource(bus: Bus): LifecycleSource {
       return {
         async *[Symbol.asyncIterator]() {
           for await (const m of messages) {
-            const r = LifecycleEvent.safeParse(JSON.parse(dec.decode(m.data)));
+            const r = OutboundEvent.safeParse(JSON.parse(dec.decode(m.data)));
             if (r.success) yield { seq: m.seq, event: r.data };
           }
         },

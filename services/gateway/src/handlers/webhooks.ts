@@ -5,6 +5,7 @@ import {
   CreateWebhookRequest,
   type KeyLifetime,
   DeliveryStatus,
+  EVENT_NAMES,
   LIFECYCLE_TRANSITIONS,
   type ListDeliveriesResponse,
   type ListWebhooksResponse,
@@ -91,7 +92,8 @@ export async function createWebhook(ports: WebhookPorts, caller: Caller, body: u
     id: 'wh_' + newId(),
     url: req.url,
     containerTags,
-    events: req.events ? LIFECYCLE_TRANSITIONS.filter((e) => req.events!.includes(e)) : [...LIFECYCLE_TRANSITIONS],
+    // Omitted: every document transition. Memory events go only to webhooks that name them.
+    events: req.events ? EVENT_NAMES.filter((e) => req.events!.includes(e)) : [...LIFECYCLE_TRANSITIONS],
     secret: req.secret ?? 'whsec_' + randomBytes(32).toString('base64'),
     description: req.description ?? null,
     createdAt: ports.now().toISOString(),

@@ -1,12 +1,12 @@
 import type { Request, RequestHandler } from 'express';
-import { ContainerTag, LifecycleTransition, type LifecycleEvent } from '@memstream/contracts';
+import { ContainerTag, EventName, LIFECYCLE_TRANSITIONS, eventNameOf, type OutboundEvent } from '@memstream/contracts';
 import { AppError, ValidationError, errorMessage, type Logger } from '@memstream/kit';
 import { readTags, tagScope, type Principal } from '../handlers/scope.js';
 import { principalOf } from './auth.js';
 
 /** The stream of transitions (LIFECYCLE), from now or from just after a sequence. */
 export interface LifecycleSource {
-  open(from: { afterSeq?: number }): Promise<AsyncIterable<{ seq: number; event: LifecycleEvent }> & { close(): Promise<void> }>;
+  open(from: { afterSeq?: number }): Promise<AsyncIterable<{ seq: number; event: OutboundEvent }> & { close(): Promise<void> }>;
 }
 
 /** The open SSE responses, so shutdown can end them (server.close() waits for every open connection). */
@@ -60,8 +60,12 @@ function listParam(v: unknown): string[] {
   return items.flatMap((x) => String(x).split(',')).map((s) => s.trim()).filter((s) => s !== '');
 }
 
-/** The tags to stream: asked for (containerTag=, containerTags=a,b), and never beyond a scoped key's. Null: every document. */
-export function eventFilter(query: Record<string, unknown>, caller: Principal): { tags: string[] | null; types: LifecycleTransition[] | null } {
+/**
+ * The tags to stream: asked for (containerTag=, containerTags=a,b), and never beyond a scoped key's
+ * (null: every tag). The events: those named (events=done,memory.created), else every document
+ * transition; memory events only when named, as for webhooks.
+ */
+export function eventFilter(query: Record<string, unknown>, caller: Principal): { tags: string[] | null; types: EventName[] } {
   const asked = [...listParam(query.containerTag), ...listParam(query.containerTags)];
   for (const t of asked) {
     const r = ContainerTag.safeParse(t);
@@ -69,14 +73,14 @@ export function eventFilter(query: Record<string, unknown>, caller: Principal): 
   }
   const types = listParam(query.events);
   for (const t of types) {
-    if (!LifecycleTransition.safeParse(t).success) throw new ValidationError('Invalid request', `events: ${JSON.stringify(t)} is not one of ${LifecycleTransition.options.join(', ')}`);
+    if (!EventName.safeParse(t).success) throw new ValidationError('Invalid request', `events: ${JSON.stringify(t)} is not one of ${EventName.options.join(', ')}`);
   }
   const tags = readTags(tagScope(caller), asked.length > 0 ? [...new Set(asked)] : undefined) ?? null;
-  return { tags, types: types.length > 0 ? (types as LifecycleTransition[]) : null };
+  return { tags, types: types.length > 0 ? (types as EventName[]) : [...LIFECYCLE_TRANSITIONS] };
 }
 
-export function matchesFilter(event: LifecycleEvent, filter: { tags: string[] | null; types: LifecycleTransition[] | null }): boolean {
-  if (filter.types && !filter.types.includes(event.status)) return false;
+export function matchesFilter(event: OutboundEvent, filter: { tags: string[] | null; types: EventName[] }): boolean {
+  if (!filter.types.includes(eventNameOf(event))) return false;
   return filter.tags === null || filter.tags.some((t) => event.containerTags.includes(t));
 }
 
@@ -88,7 +92,7 @@ function resumeFrom(req: Request): number | undefined {
 }
 
 /**
- * GET /v3/events: Server-Sent Events of document transitions, the same payloads webhooks get.
+ * GET /v3/events: Server-Sent Events of document transitions and memory events, the same payloads webhooks get.
  * `id:` is the LIFECYCLE sequence, so a client that reconnects with Last-Event-ID continues where
  * it stopped (within the stream's day of history). Heartbeat comments every 15 s; the consumer is
  * deleted when the client goes away.

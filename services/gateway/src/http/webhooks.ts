@@ -1,6 +1,6 @@
 import { Router } from 'express';
 import { z } from 'zod';
-import { CreateWebhookRequest, CreateWebhookResponse, LifecycleEvent, ListDeliveriesResponse, ListWebhooksResponse, WebhookResponse } from '@memstream/contracts';
+import { CreateWebhookRequest, CreateWebhookResponse, OutboundEvent, ListDeliveriesResponse, ListWebhooksResponse, WebhookResponse } from '@memstream/contracts';
 import type { Logger } from '@memstream/kit';
 import { createWebhook, deleteWebhook, getWebhook, listDeliveries, listWebhooks, type WebhookPorts } from '../handlers/webhooks.js';
 import { principalOf } from './auth.js';
@@ -63,7 +63,7 @@ export function webhookOpenApiPaths(): Record<string, object> {
   return {
     '/v3/webhooks': {
       post: {
-        summary: 'Register a webhook for document transitions (docs/webhooks.md); the signing secret is in this answer only',
+        summary: 'Register a webhook for document transitions and memory events (docs/webhooks.md); the signing secret is in this answer only',
         requestBody: { required: true, ...json(schema(CreateWebhookRequest, 'input')) },
         responses: { '201': { description: 'Registered', ...json(schema(CreateWebhookResponse, 'output')) }, ...errors },
       },
@@ -87,14 +87,14 @@ export function webhookOpenApiPaths(): Record<string, object> {
     },
     '/v3/events': {
       get: {
-        summary: 'Server-Sent Events of document transitions (the webhook payloads; id: the LIFECYCLE sequence, for Last-Event-ID)',
+        summary: 'Server-Sent Events of document transitions and memory events (the webhook payloads; id: the LIFECYCLE sequence, for Last-Event-ID)',
         parameters: [
           { name: 'containerTag', in: 'query', required: false, schema: { type: 'string' } },
           { name: 'containerTags', in: 'query', required: false, description: 'Comma-separated; any one matches', schema: { type: 'string' } },
-          { name: 'events', in: 'query', required: false, description: 'Comma-separated transitions', schema: { type: 'string' } },
+          { name: 'events', in: 'query', required: false, description: 'Comma-separated transitions and memory events (memory.created, memory.updated, memory.forgotten); default every document transition, memory events only when named', schema: { type: 'string' } },
           { name: 'Last-Event-ID', in: 'header', required: false, description: 'Resume after this id', schema: { type: 'string' } },
         ],
-        responses: { '200': { description: 'text/event-stream', content: { 'text/event-stream': { schema: schema(LifecycleEvent, 'output') } } }, ...errors },
+        responses: { '200': { description: 'text/event-stream', content: { 'text/event-stream': { schema: schema(OutboundEvent, 'output') } } }, ...errors },
       },
     },
   };

@@ -72,7 +72,7 @@ export function runDeliveries(opts: DeliveryRunnerOptions): { stop(): Promise<vo
       opts.onOutcome?.('error', performance.now() - started);
       return;
     }
-    const mlog = log.child({ webhookId: job.webhookId, eventId: job.event.id, type: job.event.type, documentId: job.event.documentId, attempt });
+    const mlog = log.child({ webhookId: job.webhookId, eventId: job.event.id, type: job.event.type, documentId: job.event.documentId, ...('memoryId' in job.event ? { memoryId: job.event.memoryId } : {}), attempt });
     try {
       const out = await opts.handle(job, attempt);
       if (out.action === 'ack') {
@@ -92,8 +92,8 @@ export function runDeliveries(opts: DeliveryRunnerOptions): { stop(): Promise<vo
     }
   }
 
-  // One document's deliveries to one webhook go out one at a time, in queue order (best effort:
-  // a retry, or another replica, can still reorder them).
+  // One document's deliveries to one webhook go out one at a time, in queue order, and so do one
+  // container tag's memory events (best effort: a retry, or another replica, can still reorder them).
   const serial = keyedSerializer();
   function inOrder(m: JsMsg): Promise<void> {
     let parsed: Parsed;
@@ -104,8 +104,9 @@ export function runDeliveries(opts: DeliveryRunnerOptions): { stop(): Promise<vo
       parsed = { ok: false, err };
     }
     let key = `seq:${m.seq}`;
-    const j = parsed.ok ? (parsed.value as { webhookId?: unknown; event?: { documentId?: unknown } | null } | null) : null;
-    if (typeof j?.webhookId === 'string' && typeof j.event?.documentId === 'string') key = `${j.webhookId}:${j.event.documentId}`;
+    const j = parsed.ok ? (parsed.value as { webhookId?: unknown; event?: { documentId?: unknown; memoryId?: unknown; containerTag?: unknown } | null } | null) : null;
+    if (typeof j?.webhookId === 'string' && typeof j.event?.memoryId === 'string' && typeof j.event.containerTag === 'string') key = `${j.webhookId}:mem:${j.event.containerTag}`;
+    else if (typeof j?.webhookId === 'string' && typeof j.event?.documentId === 'string') key = `${j.webhookId}:${j.event.documentId}`;
     return serial(key, () => processOne(m, parsed));
   }
 

@@ -121,11 +121,15 @@ export function deliveryKey(webhookId: string, eventId: string): string {
   return `${webhookId}.${eventId}`;
 }
 
-/** The latest state of each delivery, under <webhookId>.<eventId>. */
-export function kvDeliveryRecords(kv: KV): { put(d: WebhookDelivery): Promise<void> } {
+/** The latest state of each delivery, under <webhookId>.<eventId>; `exists`: it was attempted (within the records' 7 days). */
+export function kvDeliveryRecords(kv: KV): { put(d: WebhookDelivery): Promise<void>; exists(webhookId: string, eventId: string): Promise<boolean> } {
   return {
     async put(d) {
       await kv.put(deliveryKey(d.webhookId, d.id), JSON.stringify(d));
+    },
+    async exists(webhookId, eventId) {
+      const e = await kv.get(deliveryKey(webhookId, eventId));
+      return e !== null && e.operation === 'PUT';
     },
   };
 }

@@ -1,4 +1,4 @@
-import { webhookDisabled, type KeyLifetime, type Webhook, type WebhookDelivery, type WebhookDeliveryJob } from '@memstream/contracts';
+import { isMemoryEvent, webhookDisabled, type KeyLifetime, type Webhook, type WebhookDelivery, type WebhookDeliveryJob } from '@memstream/contracts';
 import { PermanentError, errorMessage } from '@memstream/kit';
 import { retryDelay, type RetryPolicy } from './backoff.js';
 import { signedHeaders } from './signing.js';
@@ -65,6 +65,7 @@ export async function deliver(job: WebhookDeliveryJob, attempt: number, ports: D
     webhookId: hook.id,
     type: job.event.type,
     documentId: job.event.documentId,
+    memoryId: isMemoryEvent(job.event) ? job.event.memoryId : null,
     status: 'delivered',
     attempts: attempt,
     lastStatusCode: status,

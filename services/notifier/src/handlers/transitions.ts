@@ -1,6 +1,6 @@
 import type { Handler } from '@memstream/bus';
 import { keyedSerializer } from './serialize.js';
-import { transitionOf, type DocumentEvent, type LifecycleEvent, type LifecycleTransition, type Webhook, type WebhookDeliveryJob } from '@memstream/contracts';
+import { eventNameOf, transitionOf, type DocumentEvent, type LifecycleEvent, type LifecycleTransition, type OutboundEvent, type Webhook, type WebhookDeliveryJob } from '@memstream/contracts';
 
 /** What the notifier remembers of a document: what a later event, and above all a deletion's tombstone, does not carry. */
 export interface DocNote {
@@ -46,9 +46,9 @@ export function mergeNote(prev: DocNote | null, patch: Partial<DocNote>): DocNot
   };
 }
 
-/** Whether a webhook wants this transition of this document. */
-export function webhookMatches(hook: Webhook, event: LifecycleEvent): boolean {
-  if (!hook.events.includes(event.status)) return false;
+/** Whether a webhook wants this transition of this document, or this memory event of this tag. */
+export function webhookMatches(hook: Webhook, event: OutboundEvent): boolean {
+  if (!hook.events.includes(eventNameOf(event))) return false;
   // Registered after it happened: a webhook announces what comes after it, never history.
   if (Date.parse(event.occurredAt) < Date.parse(hook.createdAt)) return false;
   if (hook.containerTags.length === 0) return true;

@@ -1,6 +1,6 @@
 import { describe, expect, it } from 'vitest';
 import { follow, recordingContext, sampleEvents, submittedEvent } from '@memstream/bus';
-import { EVENT_KIND_OF, READERS, type DocumentEvent, type LifecycleEvent, type Webhook, type WebhookDeliveryJob } from '@memstream/contracts';
+import { EVENT_KIND_OF, READERS, eventNameOf, type DocumentEvent, type LifecycleEvent, type Webhook, type WebhookDeliveryJob } from '@memstream/contracts';
 import { createTransitionHandler, mergeNote, webhookMatches, type DocNote, type DocNotes } from './transitions.js';
 
 /** The notifier's ports in memory: notes in a Map, the log as a Map, LIFECYCLE and the queue as arrays. */
@@ -79,7 +79,7 @@ describe('document events → lifecycle transitions', () => {
       revision: 1,
       occurredAt: j.indexed.occurredAt,
     });
-    expect(w.queue.map((q) => `${q.webhookId}:${q.event.status}`)).toEqual([
+    expect(w.queue.map((q) => `${q.webhookId}:${eventNameOf(q.event)}`)).toEqual([
       'wh_1:queued',
       'wh_1:extracting',
       'wh_1:chunking',
@@ -95,7 +95,7 @@ describe('document events → lifecycle transitions', () => {
     await w.run(j.sub, j.failed);
     expect(w.lifecycle[1]!.event).toMatchObject({ status: 'failed', error: { stage: 'chunking', reason: 'no text', class: 'permanent' } });
     await w.run(j.deleted);
-    expect(w.queue.map((q) => q.event.status)).toEqual(['queued', 'failed', 'deleted']);
+    expect(w.queue.map((q) => eventNameOf(q.event))).toEqual(['queued', 'failed', 'deleted']);
     expect(w.queue[2]!.event.containerTags).toEqual(['team']);
     // Deletion is permanent: earlier transitions leave LIFECYCLE, and the note goes.
     expect(w.purged).toEqual([[j.sub.documentId, 3]]);
@@ -112,7 +112,7 @@ describe('document events → lifecycle transitions', () => {
     await w.run(follow(j.sub, 'document.metadata-updated.v1', { metadata: {}, containerTags: ['new'], version: 1 }));
     await w.run(j.indexed);
     expect(w.lifecycle.map((l) => l.event.status)).toEqual(['queued', 'extracting', 'done']);
-    expect(w.queue.map((q) => q.event.status)).toEqual(['done']);
+    expect(w.queue.map((q) => eventNameOf(q.event))).toEqual(['done']);
     // An older submission's tags do not win over a newer update, whatever the order.
     expect(mergeNote({ customId: null, containerTags: ['new'], tagsVersion: 2, revision: 1 }, { containerTags: ['old'], tagsVersion: 1, revision: 2 })).toEqual({
       customId: null,
