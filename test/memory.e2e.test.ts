@@ -81,7 +81,8 @@ describe('memories through the official SDK', () => {
     // Webhook receivers of this file listen on loopback.
     stack = await startTestStack({ env: { MEMSTREAM_WEBHOOK_ALLOW_PRIVATE: 'true' } });
     ({ client } = recordingClient(stack));
-  });
+    // Eight services starting on a loaded machine (MEMSTREAM_TEST_READY_MS allows each 60 s).
+  }, 180_000);
   afterAll(async () => {
     await stack?.teardown();
   });
