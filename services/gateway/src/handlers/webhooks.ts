@@ -17,6 +17,12 @@ import { AppError, NotFoundError, ValidationError, isForbiddenAddress, newId } f
 
 /** Webhooks one scoped key may hold (docs/limits.md). */
 export const WEBHOOKS_PER_KEY = 25;
+/**
+ * Webhooks of scoped keys that may follow one container tag, whichever keys made them
+ * (docs/limits.md): each one is a POST for every transition of the tag's documents, so several
+ * keys of one tag cannot multiply a document's deliveries past this between them.
+ */
+export const WEBHOOKS_PER_TAG = 25;
 import { owns, readTags, tagScope, type Principal } from './scope.js';
 
 /** Who is calling, as the auth middleware leaves it on res.locals.principal. */
@@ -86,6 +92,17 @@ export async function createWebhook(ports: WebhookPorts, caller: Caller, body: u
     const held = all.filter((h) => h.createdBy === caller.keyId).length;
     if (held >= WEBHOOKS_PER_KEY) {
       throw new AppError('too_many_webhooks', 'Too many webhooks', 429, `this API key already has ${held} webhooks (at most ${WEBHOOKS_PER_KEY}); delete one first, or follow several tags with one webhook (containerTags)`);
+    }
+    for (const tag of containerTags) {
+      const following = all.filter((h) => h.createdBy !== null && h.containerTags.includes(tag)).length;
+      if (following >= WEBHOOKS_PER_TAG) {
+        throw new AppError(
+          'too_many_webhooks',
+          'Too many webhooks',
+          429,
+          `container tag ${JSON.stringify(tag)} already has ${following} webhooks of API keys following it (at most ${WEBHOOKS_PER_TAG} per tag, whichever keys made them); delete one first`,
+        );
+      }
     }
   }
   const hook: Webhook = {

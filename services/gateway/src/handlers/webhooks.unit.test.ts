@@ -2,7 +2,7 @@ import { describe, expect, it } from 'vitest';
 import { ZodError } from 'zod';
 import type { Webhook, WebhookDelivery } from '@memstream/contracts';
 import { AppError, NotFoundError, PermissionError, ValidationError } from '@memstream/kit';
-import { WEBHOOKS_PER_KEY, createWebhook, deleteWebhook, getWebhook, listDeliveries, listWebhooks, type Caller, type WebhookPorts, type WebhookStore } from './webhooks.js';
+import { WEBHOOKS_PER_KEY, WEBHOOKS_PER_TAG, createWebhook, deleteWebhook, getWebhook, listDeliveries, listWebhooks, type Caller, type WebhookPorts, type WebhookStore } from './webhooks.js';
 
 /** The store port in memory. */
 function memoryStore(): WebhookStore & { hooks: Map<string, Webhook>; records: WebhookDelivery[] } {
@@ -41,15 +41,38 @@ describe('webhook registrations', () => {
     expect(listed.webhooks[0]).not.toHaveProperty('secret');
   });
 
-  it('a scoped key holds at most WEBHOOKS_PER_KEY webhooks: the next is a 429; another key is not affected', async () => {
+  it('a scoped key holds at most WEBHOOKS_PER_KEY webhooks: the next is a 429; a key of other tags is not affected', async () => {
     const { ports } = setup();
     for (let i = 0; i < WEBHOOKS_PER_KEY; i++) await createWebhook(ports, teamKey, { url: `https://hooks.example.com/${i}` });
     const e = await createWebhook(ports, teamKey, { url: 'https://hooks.example.com/one-more' }).then(() => 'accepted', (err: unknown) => err);
     expect(e).toBeInstanceOf(AppError);
     expect((e as AppError).httpStatus).toBe(429);
     expect((e as AppError).details).toMatch(/at most 25/);
-    const other: Caller = { kind: 'scoped', keyId: 'k2', containerTags: ['team'] };
+    // (A key of the same tags would meet the per-tag cap: next case.)
+    const other: Caller = { kind: 'scoped', keyId: 'k2', containerTags: ['elsewhere'] };
     expect((await createWebhook(ports, other, { url: 'https://hooks.example.com/other' })).createdBy).toBe('k2');
+  });
+
+  it('at most WEBHOOKS_PER_TAG webhooks of scoped keys follow one tag, whichever keys made them: the next is a 429 naming the tag', async () => {
+    const { ports } = setup();
+    // Five keys of one tag, five webhooks each: each key is within its own cap, the tag is full.
+    const keys = Array.from({ length: 5 }, (_, k): Caller => ({ kind: 'scoped', keyId: `tk${k}`, containerTags: ['crowded', `own${k}`] }));
+    for (const key of keys) for (let i = 0; i < WEBHOOKS_PER_TAG / 5; i++) await createWebhook(ports, key, { url: `https://hooks.example.com/${key.kind === 'scoped' ? key.keyId : ''}/${i}`, containerTags: ['crowded'] });
+    const fresh: Caller = { kind: 'scoped', keyId: 'tk-new', containerTags: ['crowded', 'quiet'] };
+    for (const body of [{ url: 'https://hooks.example.com/late', containerTags: ['crowded'] }, { url: 'https://hooks.example.com/late' }, { url: 'https://hooks.example.com/late', containerTags: ['quiet', 'crowded'] }]) {
+      const e = await createWebhook(ports, fresh, body).then(() => 'accepted', (err: unknown) => err);
+      expect(e, JSON.stringify(body)).toBeInstanceOf(AppError);
+      expect((e as AppError).httpStatus).toBe(429);
+      expect((e as AppError).message).toBe('Too many webhooks');
+      expect((e as AppError).details).toMatch(/container tag "crowded" already has 25 webhooks .*at most 25 per tag/);
+    }
+    // Another tag of the same key, and the admin key, are not held back by it.
+    expect((await createWebhook(ports, fresh, { url: 'https://hooks.example.com/late', containerTags: ['quiet'] })).createdBy).toBe('tk-new');
+    expect((await createWebhook(ports, admin, { url: 'https://hooks.example.com/admin', containerTags: ['crowded'] })).createdBy).toBeNull();
+    // Deleting one makes room.
+    const one = (await listWebhooks(ports, keys[0]!)).webhooks.find((h) => h.containerTags.includes('crowded'))!;
+    await deleteWebhook(ports, keys[0]!, one.id);
+    expect((await createWebhook(ports, fresh, { url: 'https://hooks.example.com/late', containerTags: ['crowded'] })).containerTags).toEqual(['crowded']);
   });
 
   it('the same URL for the same tags from the same key is a 409 naming the first; other tags or another key are separate', async () => {
