@@ -139,8 +139,10 @@ async function main(): Promise<void> {
     });
     const memSub = bus.nc.subscribe('mem.>', {
       callback: (_err, msg) => {
-        const commit = JSON.parse(new TextDecoder().decode(msg.data)) as { cause?: { kind?: string; documentId?: string } };
-        if (commit.cause?.kind === 'extraction' && commit.cause.documentId && !memorizedAt.has(commit.cause.documentId)) memorizedAt.set(commit.cause.documentId, performance.now());
+        const commit = JSON.parse(new TextDecoder().decode(msg.data)) as { cause?: { kind?: string; documentId?: string; documents?: { documentId: string }[] } };
+        // One document's extraction, or a dynamic-dreaming group of them.
+        const ids = commit.cause?.kind === 'extraction' && commit.cause.documentId ? [commit.cause.documentId] : commit.cause?.kind === 'extraction-group' ? (commit.cause.documents ?? []).map((d) => d.documentId) : [];
+        for (const id of ids) if (!memorizedAt.has(id)) memorizedAt.set(id, performance.now());
       },
     });
     const views = SqliteDocumentViews.open(path.join(dir, 'views.sqlite'));

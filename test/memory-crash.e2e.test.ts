@@ -21,7 +21,8 @@ function text(i: number): string {
 
 /**
  * kill -9 the memorizer while memory documents stream, start it again: every document is
- * memorized exactly once per tag (one extraction commit each in the MEMORY stream), and a replay
+ * memorized exactly once per tag (in one extraction commit of the MEMORY stream, its own or its
+ * dynamic-dreaming group's), and a replay
  * of the stream into an empty store equals the live store record for record.
  */
 describe('memory crash: kill -9 the memorizer mid-stream, then replay the memory store', () => {
@@ -60,15 +61,20 @@ describe('memory crash: kill -9 the memorizer mid-stream, then replay the memory
         250,
       );
 
-      // Exactly one extraction commit per (document, tag): nothing memorized twice, nothing lost.
+      // Exactly one extraction per (document, tag), alone or in a dynamic-dreaming group: nothing
+      // memorized twice, nothing lost (the kill lands while groups wait and while they commit).
       const extractions = new Map<string, number>();
+      let groups = 0;
       for await (const { commit } of readCommits(bus)) {
-        if (commit.cause.kind !== 'extraction') continue;
-        const k = `${commit.cause.documentId}|${commit.containerTag}`;
-        extractions.set(k, (extractions.get(k) ?? 0) + 1);
+        const c = commit.cause;
+        const docs = c.kind === 'extraction' ? [c.documentId] : c.kind === 'extraction-group' ? c.documents.map((d) => d.documentId) : [];
+        if (c.kind === 'extraction-group') groups++;
+        for (const d of docs) extractions.set(`${d}|${commit.containerTag}`, (extractions.get(`${d}|${commit.containerTag}`) ?? 0) + 1);
       }
       expect(extractions.size).toBe(DOCS);
       expect([...extractions.values()].every((n) => n === 1)).toBe(true);
+      // The restarted memorizer meets a backlog of every tag: documents of one tag were grouped.
+      expect(groups).toBeGreaterThan(0);
 
       // Each tag ends with one latest home and one latest employer: the chain resolved in order.
       for (let t = 0; t < TAGS; t++) {

@@ -117,6 +117,25 @@ export const MemoryCause = z.discriminatedUnion('kind', [
     tokens: z.number().int().nonnegative(),
     ms: z.number().nonnegative(),
   }),
+  /**
+   * `dreaming: "dynamic"`: a burst of one tag's documents memorized in one pass (docs/memory.md),
+   * each document's extraction recorded as the single-document cause records it, in order.
+   */
+  z.object({
+    kind: z.literal('extraction-group'),
+    extractor: z.string(),
+    documents: z
+      .array(
+        z.object({
+          documentId: z.string(),
+          revision: z.number().int().positive(),
+          candidates: z.array(MemoryCandidate),
+          tokens: z.number().int().nonnegative(),
+          ms: z.number().nonnegative(),
+        }),
+      )
+      .min(2),
+  }),
   z.object({ kind: z.literal('direct-write'), documentId: z.string() }),
   z.object({ kind: z.literal('update') }),
   z.object({ kind: z.literal('forget') }),

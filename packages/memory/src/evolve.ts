@@ -63,6 +63,14 @@ export function evolveMemories(before: ReadonlyMap<string, MemoryRecord>, commit
   return byId;
 }
 
+/** The document revisions a commit memorized for its tag (an extraction, or a group of them). */
+export function memorizedBy(commit: MemoryCommit): Array<{ documentId: string; revision: number }> {
+  const c = commit.cause;
+  if (c.kind === 'extraction') return [{ documentId: c.documentId, revision: c.revision }];
+  if (c.kind === 'extraction-group') return c.documents.map((d) => ({ documentId: d.documentId, revision: d.revision }));
+  return [];
+}
+
 /** Whether a memory counts as forgotten at `now`: forgotten, or past its forgetAfter. */
 export function isGone(m: Pick<MemoryRecord, 'isForgotten' | 'forgetAfter'>, now: Date): boolean {
   return m.isForgotten || (m.forgetAfter !== null && Date.parse(m.forgetAfter) <= now.getTime());

@@ -11,3 +11,4 @@ export * from './store/qdrant.js';
 export * from './store/open.js';
 export * from './log.js';
 export * from './memorize.js';
+export * from './dream.js';

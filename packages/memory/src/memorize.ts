@@ -1,4 +1,6 @@
-import type { DocumentSettings, MemoryCandidate, MemoryCommit, MemoryRecord, Metadata } from '@memstream/contracts';
+import { createHash } from 'node:crypto';
+import type { DocumentSettings, MemoryCandidate, MemoryChange, MemoryCommit, MemoryRecord, Metadata } from '@memstream/contracts';
+import { evolveMemories, isGone } from './evolve.js';
 import type { MemoryExtractor } from './extract/port.js';
 import type { MemoryLog } from './log.js';
 import type { MemoryStore } from './store/port.js';
@@ -20,6 +22,8 @@ export interface DocumentToMemorize {
   correlationId: string;
   /** The submitting key's settings (/v3/settings) carried on its submission: extraction filters. */
   settings?: DocumentSettings | undefined;
+  /** `instant`: memorized at once; `dynamic` (default): may wait a moment to be memorized with a burst of its tag's documents. */
+  dreaming?: 'dynamic' | 'instant' | undefined;
 }
 
 /** Memory metadata matches `filterByMetadata` when every key matches (an array: any of its values). */
@@ -90,39 +94,84 @@ export async function memorizeDocument(
 ): Promise<MemorizeOutcome[]> {
   if (doc.taskType !== 'memory') return [];
   const out: MemorizeOutcome[] = [];
-  for (const tag of doc.containerTags) {
-    const made = await ports.log.commit(tag, async () => {
-      const done = await ports.log.store.memorized(doc.documentId, tag);
-      if (done && done.revision >= doc.revision) return null;
-      const now = ports.now();
-      const inScope = (ms: MemoryRecord[]) => ms.filter((m) => matchesFilterByMetadata(m.metadata, doc.filterByMetadata));
-      // Bounded reads only: the cost of memorizing a document must not grow with the tag's memories.
-      const shown = inScope(await extractionContext(ports.log.store, tag, now));
+  for (const tag of doc.containerTags) out.push(await memorizeGroup(ports, tag, [doc]));
+  return out;
+}
+
+/** The memories a commit's changes leave, given the records they touch: what the next document of a group resolves against. */
+function carry(state: Map<string, MemoryRecord>, tag: string, changes: MemoryChange[], at: string): Map<string, MemoryRecord> {
+  return evolveMemories(state, { id: 'group', type: 'memory.committed.v1', containerTag: tag, occurredAt: at, correlationId: 'group', cause: { kind: 'forget' }, changes });
+}
+
+/**
+ * Memorize documents of one tag in one pass (`dreaming: "dynamic"` groups a burst; a single
+ * document is the same pass with one): under the tag's lock, the extractor's context is read
+ * once; each document, in the order given, is extracted (shown what the documents before it in
+ * the group taught) and resolved against the tag's related memories as the group has left them;
+ * and one commit records every document's raw decision and all the changes. Documents the tag
+ * already memorized (a redelivery) and older revisions of a document in the group are left out.
+ * A single document makes exactly the commit it always did (cause `extraction`); two or more make
+ * one with cause `extraction-group`.
+ */
+export async function memorizeGroup(
+  ports: { log: MemoryLog; extractor: MemoryExtractor; now: () => Date },
+  tag: string,
+  docs: DocumentToMemorize[],
+): Promise<MemorizeOutcome> {
+  // The newest revision of each document, first-arrival order.
+  const newest = new Map<string, DocumentToMemorize>();
+  for (const d of docs) {
+    if (d.taskType !== 'memory' || !d.containerTags.includes(tag)) continue;
+    const had = newest.get(d.documentId);
+    if (!had || had.revision < d.revision) newest.set(d.documentId, d);
+  }
+  if (newest.size === 0) return { containerTag: tag, commit: null };
+  const made = await ports.log.commit(tag, async () => {
+    const store = ports.log.store;
+    const todo: DocumentToMemorize[] = [];
+    for (const d of newest.values()) {
+      const done = await store.memorized(d.documentId, tag);
+      if (!done || done.revision < d.revision) todo.push(d);
+    }
+    if (todo.length === 0) return null;
+    const now = ports.now();
+    const at = now.toISOString();
+    // Bounded reads only: the cost of memorizing a document must not grow with the tag's memories.
+    const context = await extractionContext(store, tag, now);
+    // What the group has changed so far, by id (the records its changes touched, as they are now).
+    let state = new Map<string, MemoryRecord>();
+    const live = (m: MemoryRecord) => m.isLatest && !isGone(m, now);
+    const parts: Array<{ doc: DocumentToMemorize; candidates: MemoryCandidate[]; tokens: number; ms: number }> = [];
+    const changes: MemoryChange[] = [];
+    for (const doc of todo) {
+      const inScope = (ms: MemoryRecord[]) => ms.filter((m) => live(m) && matchesFilterByMetadata(m.metadata, doc.filterByMetadata));
+      const overlay = (ms: MemoryRecord[]) => [...new Map([...ms, ...state.values()].map((m) => [m.id, state.get(m.id) ?? m])).values()];
       const started = performance.now();
       const extracted = await ports.extractor.extract({
         text: doc.text,
         format: doc.format,
         documentDate: doc.documentDate,
         entityContext: doc.entityContext,
-        existing: shown,
+        existing: inScope(overlay(context)),
         ...(doc.settings?.shouldLLMFilter && doc.settings.filterPrompt ? { filterPrompt: doc.settings.filterPrompt } : {}),
       });
-      const { candidates, tokens } = { ...extracted, candidates: applyItemFilters(extracted.candidates, doc.settings) };
+      const candidates = applyItemFilters(extracted.candidates, doc.settings);
       const ms = Math.round(performance.now() - started);
-      const id = `mem:${doc.documentId}:${doc.revision}:${tag}`;
-      const at = now.toISOString();
       // The resolver's rules compare a candidate only with memories of the same (subject, attribute),
-      // the same statement, or an id the extractor named: those, looked up by index, are all it needs.
+      // the same statement, or an id the extractor named: those, looked up by index, are all it
+      // needs; with the group's own memories (a superset is harmless: the rules pick what concerns them).
       const related = inScope(
-        await ports.log.store.related(tag, {
-          attributes: candidates.flatMap((c) => (c.attribute ? [c.attribute] : [])),
-          statements: candidates.map((c) => c.memory),
-          ids: candidates.flatMap((c) => [...c.updates, ...c.extends]),
-          liveAt: now,
-        }),
+        overlay(
+          await store.related(tag, {
+            attributes: candidates.flatMap((c) => (c.attribute ? [c.attribute] : [])),
+            statements: candidates.map((c) => c.memory),
+            ids: candidates.flatMap((c) => [...c.updates, ...c.extends]),
+            liveAt: now,
+          }),
+        ),
       );
-      const changes = resolveExtraction(related, {
-        commitId: id,
+      const made = resolveExtraction(related, {
+        commitId: todo.length === 1 ? commitIdOf(tag, todo) : `${commitIdOf(tag, todo)}:${parts.length}`,
         containerTag: tag,
         documentId: doc.documentId,
         documentDate: doc.documentDate,
@@ -131,19 +180,41 @@ export async function memorizeDocument(
         candidates,
         at,
       });
-      return {
-        id,
-        type: 'memory.committed.v1',
-        containerTag: tag,
-        occurredAt: at,
-        correlationId: doc.correlationId,
-        cause: { kind: 'extraction', documentId: doc.documentId, revision: doc.revision, extractor: ports.extractor.name, candidates, tokens, ms },
-        changes,
-      } satisfies MemoryCommit;
-    });
-    out.push({ containerTag: tag, commit: made?.commit ?? null });
-  }
-  return out;
+      state = carry(new Map([...related.map((m) => [m.id, m] as const), ...state]), tag, made, at);
+      changes.push(...made);
+      parts.push({ doc, candidates, tokens: extracted.tokens, ms });
+    }
+    const first = parts[0]!;
+    const cause: MemoryCommit['cause'] =
+      parts.length === 1
+        ? { kind: 'extraction', documentId: first.doc.documentId, revision: first.doc.revision, extractor: ports.extractor.name, candidates: first.candidates, tokens: first.tokens, ms: first.ms }
+        : {
+            kind: 'extraction-group',
+            extractor: ports.extractor.name,
+            documents: parts.map((p) => ({ documentId: p.doc.documentId, revision: p.doc.revision, candidates: p.candidates, tokens: p.tokens, ms: p.ms })),
+          };
+    return {
+      id: commitIdOf(tag, todo),
+      type: 'memory.committed.v1',
+      containerTag: tag,
+      occurredAt: at,
+      correlationId: first.doc.correlationId,
+      cause,
+      changes,
+    } satisfies MemoryCommit;
+  });
+  return { containerTag: tag, commit: made?.commit ?? null };
+}
+
+/**
+ * A commit's id (the stream's deduplication key): `mem:<document>:<revision>:<tag>` for one
+ * document, as before groups existed; for a group, a digest of its documents and revisions.
+ */
+function commitIdOf(tag: string, docs: DocumentToMemorize[]): string {
+  if (docs.length === 1) return `mem:${docs[0]!.documentId}:${docs[0]!.revision}:${tag}`;
+  const h = createHash('sha256');
+  for (const d of docs) h.update(`${d.documentId}:${d.revision}\n`);
+  return `mem:group:${h.digest('hex').slice(0, 32)}:${tag}`;
 }
 
 /**

@@ -5,7 +5,7 @@ import { mkdirSync } from 'node:fs';
 import { kvRateLimiter, startWorker } from '@memstream/bus';
 import { embedderConfigFrom, loadEmbedder, sharedRateLimitFrom } from '@memstream/embedder';
 import { createLogger } from '@memstream/kit';
-import { MemoryLog, ensureMemoryStream, openMemoryStore, extractorFrom, extractorRateLimitFrom } from '@memstream/memory';
+import { DreamGroups, MemoryLog, ensureMemoryStream, memorizeGroup, openMemoryStore, extractorFrom, extractorRateLimitFrom } from '@memstream/memory';
 import { loadConfig } from './config.js';
 import { createForgetHandler, createMemorizeHandler } from './handlers/index.js';
 import { documentFromLog } from './adapters/document-from-log.js';
@@ -37,7 +37,14 @@ await startWorker({
     const llmLimit = extractorRateLimitFrom(config);
     const extractor = extractorFrom(config, llmLimit ? await kvRateLimiter(bus, llmLimit) : undefined);
     log.info({ extractor: extractor.name }, 'extractor');
-    const ports = { log: memoryLog, extractor, document: documentFromLog(bus), now: () => new Date(), onCommitted: recordMemorized };
+    const memorizing = { log: memoryLog, extractor, now: () => new Date() };
+    const groups = new DreamGroups({
+      windowMs: config.MEMORIZER_DREAM_WINDOW_MS,
+      maxDocs: config.MEMORIZER_DREAM_MAX_DOCS,
+      capacity: config.MEMORIZER_CONCURRENCY,
+      run: (tag, docs) => memorizeGroup(memorizing, tag, docs),
+    });
+    const ports = { ...memorizing, document: documentFromLog(bus), groups, onCommitted: recordMemorized };
     return {
       handle: createMemorizeHandler(ports),
       more: [{ consumer: 'memorizerDeleted' as const, handle: createForgetHandler(ports) }],

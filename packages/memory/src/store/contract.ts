@@ -138,6 +138,22 @@ export function describeMemoryStoreContract(name: string, open: () => Promise<Me
       expect((await h.store.recent('a', { liveAt, limit: 10 })).map((m) => m.id).sort()).toEqual(['mem_aaaaaaaaaa2', 'mem_aaaaaaaaaa3', home2.id].sort());
     });
 
+    it('memorized: an extraction marks its document revision, a group each of its documents; an older revision never replaces a newer', async () => {
+      h = await open();
+      const part = (documentId: string, revision: number) => ({ documentId, revision, candidates: [], tokens: 0, ms: 0 });
+      const extraction = (documentId: string, revision: number): MemoryCommit => ({
+        ...commit('a', []),
+        cause: { kind: 'extraction', documentId, revision, extractor: 'x', candidates: [], tokens: 0, ms: 0 },
+      });
+      await h.store.apply(extraction('d1', 2), 1);
+      await h.store.apply({ ...commit('a', [created(mem('mem_aaaaaaaaaa1', 'a', 'Grouped fact.'))]), cause: { kind: 'extraction-group', extractor: 'x', documents: [part('d2', 1), part('d3', 4), part('d1', 1)] } }, 2);
+      expect(await h.store.memorized('d1', 'a')).toEqual({ revision: 2 });
+      expect(await h.store.memorized('d2', 'a')).toEqual({ revision: 1 });
+      expect(await h.store.memorized('d3', 'a')).toEqual({ revision: 4 });
+      expect(await h.store.memorized('d3', 'b')).toBeNull();
+      expect(await h.store.memorized('d4', 'a')).toBeNull();
+    });
+
     it('a second store fed the same commits in order is equal (digest), whatever was applied twice', async () => {
       h = await open();
       const v1 = mem('mem_aaaaaaaaaa1', 'a', 'Works at Acme.');

@@ -14,7 +14,7 @@ import {
   translateFilter,
 } from '@memstream/chunk-index';
 import type { Embedder } from '@memstream/embedder';
-import { evolveMemories, isGone, touchedIds } from '../evolve.js';
+import { evolveMemories, isGone, memorizedBy, touchedIds } from '../evolve.js';
 import { normalizeStatement } from '../resolve.js';
 import type { MemoryHit, MemoryListQuery, MemorySearchQuery, MemoryStore, RelatedMemoriesQuery } from './port.js';
 
@@ -206,12 +206,16 @@ export class QdrantMemoryStore implements MemoryStore {
         filter: { must: [{ has_id: [memoryPointId(m.id)] }, olderThan('seq', seq)] },
       });
     }
-    if (commit.cause.kind === 'extraction') {
-      const { documentId, revision } = commit.cause;
-      const payload: MemorizedPayload = { kind: 'memorized', documentId, tag: commit.containerTag, revision };
+    // One request per revision number (usually one): a memorized revision is only ever replaced by a later one.
+    const byRevision = new Map<number, string[]>();
+    for (const { documentId, revision } of memorizedBy(commit)) byRevision.set(revision, [...(byRevision.get(revision) ?? []), documentId]);
+    for (const [revision, documentIds] of byRevision) {
       await this.client.upsert(this.state, {
         wait: true,
-        points: [{ id: memorizedPointId(documentId, commit.containerTag), vector: { unit: [1] }, payload: payload as unknown as Record<string, unknown> }],
+        points: documentIds.map((documentId) => {
+          const payload: MemorizedPayload = { kind: 'memorized', documentId, tag: commit.containerTag, revision };
+          return { id: memorizedPointId(documentId, commit.containerTag), vector: { unit: [1] }, payload: payload as unknown as Record<string, unknown> };
+        }),
         update_filter: { must: [olderThan('revision', revision)] },
       });
     }

@@ -5,7 +5,7 @@ import Database from 'better-sqlite3';
 import { MemoryRecord, matchesFilter, type MemoryCommit } from '@memstream/contracts';
 import { RRF_K, toFtsQuery } from '@memstream/chunk-index';
 import type { Embedder } from '@memstream/embedder';
-import { evolveMemories, isGone, touchedIds } from '../evolve.js';
+import { evolveMemories, isGone, memorizedBy, touchedIds } from '../evolve.js';
 import { normalizeStatement } from '../resolve.js';
 import type { MemoryHit, MemoryListQuery, MemorySearchQuery, MemoryStore, RelatedMemoriesQuery } from './port.js';
 
@@ -182,7 +182,7 @@ export class SqliteMemoryStore implements MemoryStore {
         for (const d of m.documentIds) this.s.linkDoc.run(d, id);
       }
       this.s.setTagSeq.run(commit.containerTag, seq);
-      if (commit.cause.kind === 'extraction') this.s.memorize.run(commit.cause.documentId, commit.containerTag, commit.cause.revision);
+      for (const d of memorizedBy(commit)) this.s.memorize.run(d.documentId, commit.containerTag, d.revision);
       return true;
     })();
   }

@@ -34,6 +34,7 @@ export function documentFromLog(bus: Bus) {
       documentDate: documentDateOf(metadata, sub.event.occurredAt),
       correlationId,
       settings: d.settings,
+      dreaming: d.dreaming,
     };
   };
 }

@@ -1,11 +1,13 @@
 import type { Handler } from '@memstream/bus';
-import { forgetDocument, memorizeDocument, type DocumentToMemorize, type MemoryExtractor, type MemoryLog } from '@memstream/memory';
+import { forgetDocument, memorizeDocument, type DocumentToMemorize, type DreamGroups, type MemoryExtractor, type MemoryLog } from '@memstream/memory';
 
 export interface MemorizerPorts {
   log: MemoryLog;
   extractor: MemoryExtractor;
   document(documentId: string, revision: number, correlationId: string): Promise<DocumentToMemorize | null>;
   now: () => Date;
+  /** `dreaming: "dynamic"` grouping (packages/memory/src/dream.ts); without it every document is memorized at once. */
+  groups?: DreamGroups;
   /** Told what each commit did, for metrics. */
   onCommitted?: (summary: { containerTag: string; created: number; updated: number; forgotten: number; tokens: number; ms: number }) => void;
 }
@@ -19,19 +21,24 @@ export function createMemorizeHandler(ports: MemorizerPorts): Handler {
       ctx.log.debug('no current revision or extracted text: nothing to memorize');
       return [];
     }
-    for (const { containerTag, commit } of await memorizeDocument(ports, doc)) {
-      if (!commit || commit.cause.kind !== 'extraction') continue;
+    const outcomes = ports.groups ? await ports.groups.submit(doc) : await memorizeDocument(ports, doc);
+    for (const { containerTag, commit } of outcomes) {
+      if (!commit) continue;
+      const cause = commit.cause;
+      // A group's commit reaches the handler of each of its documents: counted once, by its first.
+      const parts = cause.kind === 'extraction' ? [cause] : cause.kind === 'extraction-group' ? cause.documents : [];
+      if (parts[0]?.documentId !== doc.documentId) continue;
       const count = (t: string) => commit.changes.filter((c) => c.type === t).length;
       const summary = {
         containerTag,
         created: count('memory.created.v1'),
         updated: count('memory.versioned.v1'),
         forgotten: count('memory.forgotten.v1'),
-        tokens: commit.cause.tokens,
-        ms: commit.cause.ms,
+        tokens: parts.reduce((s, p) => s + p.tokens, 0),
+        ms: parts.reduce((s, p) => s + p.ms, 0),
       };
       ports.onCommitted?.(summary);
-      ctx.log.info({ ...summary, candidates: commit.cause.candidates.length }, 'memorized');
+      ctx.log.info({ ...summary, documents: parts.length, candidates: parts.reduce((s, p) => s + p.candidates.length, 0) }, 'memorized');
     }
     return [];
   };
