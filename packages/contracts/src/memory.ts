@@ -132,6 +132,8 @@ export const MemoryCause = z.discriminatedUnion('kind', [
           candidates: z.array(MemoryCandidate),
           tokens: z.number().int().nonnegative(),
           ms: z.number().nonnegative(),
+          /** How many of the commit's changes, in order after the documents before it, this document led to. */
+          changes: z.number().int().nonnegative().optional(),
         }),
       )
       .min(2),

@@ -198,6 +198,9 @@ describe('memorizeGroup: one pass over a burst', () => {
     expect(cause.kind).toBe('extraction-group');
     if (cause.kind !== 'extraction-group') return;
     expect(cause.documents.map((d) => d.documentId)).toEqual(['m1', 'm2', 'm3']);
+    // Each document's share of the changes, in order (the notifier names each change's document by it).
+    expect(cause.documents.reduce((s, d) => s + d.changes!, 0)).toBe(out.commit!.changes.length);
+    expect(cause.documents.every((d) => d.changes! > 0)).toBe(true);
     for (const d of burst) expect(await store.memorized(d.documentId, 'a')).toEqual({ revision: 1 });
     const live = await store.tagMemories('a', { liveAt: now() });
     expect(live.map((m) => m.memory).sort()).toEqual(['Priya Raman lives in Berlin.', "The user's name is Priya Raman."]);

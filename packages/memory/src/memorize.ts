@@ -141,7 +141,7 @@ export async function memorizeGroup(
     // What the group has changed so far, by id (the records its changes touched, as they are now).
     let state = new Map<string, MemoryRecord>();
     const live = (m: MemoryRecord) => m.isLatest && !isGone(m, now);
-    const parts: Array<{ doc: DocumentToMemorize; candidates: MemoryCandidate[]; tokens: number; ms: number }> = [];
+    const parts: Array<{ doc: DocumentToMemorize; candidates: MemoryCandidate[]; tokens: number; ms: number; changes: number }> = [];
     const changes: MemoryChange[] = [];
     for (const doc of todo) {
       const inScope = (ms: MemoryRecord[]) => ms.filter((m) => live(m) && matchesFilterByMetadata(m.metadata, doc.filterByMetadata));
@@ -182,7 +182,7 @@ export async function memorizeGroup(
       });
       state = carry(new Map([...related.map((m) => [m.id, m] as const), ...state]), tag, made, at);
       changes.push(...made);
-      parts.push({ doc, candidates, tokens: extracted.tokens, ms });
+      parts.push({ doc, candidates, tokens: extracted.tokens, ms, changes: made.length });
     }
     const first = parts[0]!;
     const cause: MemoryCommit['cause'] =
@@ -191,7 +191,7 @@ export async function memorizeGroup(
         : {
             kind: 'extraction-group',
             extractor: ports.extractor.name,
-            documents: parts.map((p) => ({ documentId: p.doc.documentId, revision: p.doc.revision, candidates: p.candidates, tokens: p.tokens, ms: p.ms })),
+            documents: parts.map((p) => ({ documentId: p.doc.documentId, revision: p.doc.revision, candidates: p.candidates, tokens: p.tokens, ms: p.ms, changes: p.changes })),
           };
     return {
       id: commitIdOf(tag, todo),

@@ -32,10 +32,17 @@ export function memoryEventId(commitId: string, index: number): string {
 
 /** The events a commit announces, in the commit's order: created, updated (a new version) and forgotten changes. */
 export function memoryEventsOf(commit: MemoryCommit): MemoryLifecycleEvent[] {
-  const documentId = 'documentId' in commit.cause ? commit.cause.documentId : null;
-  const base = { containerTag: commit.containerTag, containerTags: [commit.containerTag], documentId, cause: commit.cause.kind, occurredAt: commit.occurredAt };
+  const documentOf = changeDocuments(commit);
   return commit.changes.flatMap((change, i): MemoryLifecycleEvent[] => {
     const id = memoryEventId(commit.id, i);
+    // A dynamic-dreaming group is announced as the extractions it is made of: each change with its own document.
+    const base = {
+      containerTag: commit.containerTag,
+      containerTags: [commit.containerTag],
+      documentId: documentOf(i, change),
+      cause: commit.cause.kind === 'extraction-group' ? 'extraction' : commit.cause.kind,
+      occurredAt: commit.occurredAt,
+    };
     switch (change.type) {
       case 'memory.created.v1':
       case 'memory.versioned.v1': {
@@ -71,6 +78,21 @@ export function memoryEventsOf(commit: MemoryCommit): MemoryLifecycleEvent[] {
         return [];
     }
   });
+}
+
+/** The document each change of a commit came from (by its place in the commit). */
+function changeDocuments(commit: MemoryCommit): (index: number, change: MemoryCommit['changes'][number]) => string | null {
+  const cause = commit.cause;
+  if (cause.kind !== 'extraction-group') {
+    const documentId = 'documentId' in cause ? cause.documentId : null;
+    return () => documentId;
+  }
+  // Each document's changes follow the documents' before it; a commit recorded without the counts
+  // names a new memory's own first source, and nothing for other changes.
+  const owner: Array<string | null> = [];
+  if (cause.documents.every((d) => d.changes !== undefined)) for (const d of cause.documents) for (let k = 0; k < d.changes!; k++) owner.push(d.documentId);
+  return (index, change) =>
+    owner[index] ?? (change.type === 'memory.created.v1' || change.type === 'memory.versioned.v1' ? (change.memory.documentIds[0] ?? null) : null);
 }
 
 /**

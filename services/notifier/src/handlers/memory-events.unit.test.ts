@@ -106,6 +106,24 @@ describe('memory commits → memory events', () => {
     expect(new Set(events.map((e) => e.id)).size).toBe(3);
   });
 
+  it('a dynamic-dreaming group is announced as its extractions: each change with the document it came from', () => {
+    const part = (documentId: string, changes: number) => ({ documentId, revision: 1, candidates: [], tokens: 0, ms: 1, changes });
+    const group = commit(
+      'g1',
+      [
+        { type: 'memory.created.v1', memory: record('mem_cccccccc', { documentIds: ['docA'] }) },
+        { type: 'memory.forgotten.v1', memoryId: 'mem_cccccccc', reason: 'I no longer live there', cause: 'statement' },
+        { type: 'memory.created.v1', memory: record('mem_dddddddd', { documentIds: ['docB'] }) },
+      ],
+      { cause: { kind: 'extraction-group', extractor: 'offline-rules@1', documents: [part('docA', 1), part('docB', 2)] } },
+    );
+    expect(memoryEventsOf(group).map((e) => [e.type, e.documentId, e.cause])).toEqual([
+      ['memory.created', 'docA', 'extraction'],
+      ['memory.forgotten', 'docB', 'extraction'],
+      ['memory.created', 'docB', 'extraction'],
+    ]);
+  });
+
   it('queues each event once per webhook that names it and whose tags match; counts each change once, redelivery or not', async () => {
     const w = world([
       hook(),
