@@ -1,6 +1,9 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createHmac } from 'node:crypto';
 import { createServer, type IncomingHttpHeaders } from 'node:http';
+import { AckPolicy, DeliverPolicy, connectBus } from '@memstream/bus';
+import { MEMORY_EVENTS_CONSUMER, MEMORY_SUBJECTS, STREAM_MEMORY } from '@memstream/contracts';
+import { createLogger } from '@memstream/kit';
 import Supermemory, { NotFoundError, PermissionDeniedError, BadRequestError } from 'supermemory';
 import { startTestStack, waitFor, type TestStack } from './support/stack.js';
 import { recordingClient, unique, waitForDoc } from './support/sdk.js';
@@ -332,6 +335,40 @@ describe('memories through the official SDK', () => {
       });
       const count = (change: string) => Number(new RegExp(`^memstream_memories_total\\{[^}]*tag="${tag}"[^}]*change="${change}"[^}]*\\} (\\d+)`, 'm').exec(metrics)?.[1] ?? 0);
       expect({ created: count('created'), updated: count('updated'), forgotten: count('forgotten') }).toEqual({ created: taught.length + 1, updated: 1, forgotten: 1 });
+
+      // A replay: the notifier's MEMORY consumer made again from the start of the log, so it reads
+      // every commit of this file again. Nothing already announced goes out again, nor is counted again.
+      const bus = await connectBus({ url: stack.nats.url, name: 'memory-events-replay', log: createLogger('test', { level: 'silent' }) });
+      try {
+        await bus.jsm.consumers.delete(STREAM_MEMORY, MEMORY_EVENTS_CONSUMER);
+        await bus.jsm.consumers.add(STREAM_MEMORY, {
+          durable_name: MEMORY_EVENTS_CONSUMER,
+          ack_policy: AckPolicy.Explicit,
+          deliver_policy: DeliverPolicy.All,
+          filter_subject: MEMORY_SUBJECTS,
+          ack_wait: 30_000_000_000,
+          max_deliver: -1,
+        });
+        const last = (await bus.jsm.streams.info(STREAM_MEMORY)).state.last_seq;
+        await waitFor(
+          'the whole MEMORY log read again',
+          async () => {
+            const c = await bus.jsm.consumers.info(STREAM_MEMORY, MEMORY_EVENTS_CONSUMER);
+            return c.ack_floor.stream_seq >= last ? c : undefined;
+          },
+          30_000,
+          100,
+        );
+      } finally {
+        await bus.close();
+      }
+      await new Promise((r) => setTimeout(r, 750));
+      expect(rx.at('/mine')).toHaveLength(expected.length);
+      expect(mine.events).toHaveLength(expected.length);
+      expect(rx.at('/other')).toHaveLength(1);
+      const after = await (await fetch(`${stack.procs.get('notifier')!.opsUrl}/metrics`)).text();
+      const countAfter = (change: string) => Number(new RegExp(`^memstream_memories_total\\{[^}]*tag="${tag}"[^}]*change="${change}"[^}]*\\} (\\d+)`, 'm').exec(after)?.[1] ?? 0);
+      expect([countAfter('created'), countAfter('updated'), countAfter('forgotten')]).toEqual([taught.length + 1, 1, 1]);
     } finally {
       for (const s of streams) await s.close();
       await rx.close();

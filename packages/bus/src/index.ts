@@ -10,5 +10,6 @@ export * from './worker.js';
 export * from './testing.js';
 export * from './rate-limit.js';
 export * from './embedding-config.js';
-// Services that read the log with their own ordered consumers name a start policy without depending on the client themselves.
-export { DeliverPolicy } from '@nats-io/jetstream';
+// Services that read the log with their own ordered consumers name a start policy without depending on the client themselves
+// (and tests that reset a durable consumer, its ack policy).
+export { AckPolicy, DeliverPolicy } from '@nats-io/jetstream';
