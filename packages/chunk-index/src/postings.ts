@@ -57,6 +57,8 @@ export class FrequentPostings {
   /** Postings entries of the row (how many frequent tokens it holds). */
   private rowEntries: Uint32Array;
   private acc: Float64Array;
+  /** Rows with a nonzero accumulator in the current `top`. */
+  private touched: Int32Array;
   private readonly idOf = new Map<number, number>();
   private readonly lists = new Map<string, PostingList>();
   /** Live rows. */
@@ -86,6 +88,7 @@ export class FrequentPostings {
     this.alive = new Uint8Array(cap);
     this.rowEntries = new Uint32Array(cap);
     this.acc = new Float64Array(cap);
+    this.touched = new Int32Array(cap);
     this.builtRows = expectedRows;
   }
 
@@ -185,35 +188,87 @@ export class FrequentPostings {
     avgLen: number,
   ): { id: number; score: number }[] | null {
     const acc = this.acc;
+    const touched = this.touched;
     const alive = this.alive;
     const lens = this.lens;
     const avgdl = avgLen > 0 ? avgLen : 1;
-    const size = this.size;
+    let nt = 0;
     let entries = 0;
     let rareRows = 0;
     try {
-      for (const { token, idf } of frequent) {
-        const list = this.lists.get(token);
-        if (!list) continue;
-        const { ids, tfs, n, weight } = list;
+      for (const [rowid, score] of rare) {
+        const id = this.idOf.get(rowid);
+        if (id === undefined) return null;
+        if (acc[id] === 0) touched[nt++] = id;
+        acc[id]! += score;
+        rareRows++;
+      }
+      // MaxScore: the frequent tokens by idf, highest first. A token adds at most idf·(k1 + 1)
+      // to a row, so once the k-th best sum so far beats what the tokens left can add together,
+      // a row none of the tokens so far holds cannot reach the top k: the rest only complete
+      // the rows that still can (looked up in their postings, which are in row order).
+      const order = frequent.filter((t) => this.lists.has(t.token)).sort((x, y) => y.idf - x.idf);
+      let remaining = 0;
+      for (const t of order) remaining += t.idf * (BM25_K1 + 1.0);
+      let max = 0;
+      let i = 0;
+      for (; i < order.length; i++) {
+        if (nt >= limit && max > remaining && kthBest(acc, touched, nt, limit, this.rowids, allowed) > remaining * (1 + 1e-9)) break;
+        const { token, idf } = order[i]!;
+        const { ids, tfs, n, weight } = this.lists.get(token)!;
         entries += n;
         for (let j = 0; j < n; j++) {
           const id = ids[j]!;
           if (alive[id] === 0) continue;
-          // FTS5's bm25(), written the same way so the sums agree to the last bits.
+          // FTS5's bm25(), written the same way.
           const f = tfs[j]! * weight;
-          acc[id]! += idf * ((f * (BM25_K1 + 1.0)) / (f + BM25_K1 * (1 - BM25_B + (BM25_B * lens[id]!) / avgdl)));
+          const s = idf * ((f * (BM25_K1 + 1.0)) / (f + BM25_K1 * (1 - BM25_B + (BM25_B * lens[id]!) / avgdl)));
+          if (acc[id] === 0) touched[nt++] = id;
+          const v = (acc[id]! += s);
+          if (v > max) max = v;
+        }
+        remaining -= idf * (BM25_K1 + 1.0);
+      }
+      if (i === order.length) return selectTop(acc, touched, nt, this.rowids, limit, allowed);
+      // Rows that can still reach the k-th best sum, completed from the remaining tokens.
+      const theta = kthBest(acc, touched, nt, limit, this.rowids, allowed);
+      let nc = 0;
+      const cands = new Int32Array(nt);
+      for (let c = 0; c < nt; c++) {
+        const id = touched[c]!;
+        if (acc[id]! + remaining * (1 + 1e-9) >= theta && (!allowed || allowed.has(this.rowids[id]!))) cands[nc++] = id;
+      }
+      const cand = cands.subarray(0, nc).sort();
+      for (; i < order.length; i++) {
+        const { token, idf } = order[i]!;
+        const { ids, tfs, n, weight } = this.lists.get(token)!;
+        let lo = 0;
+        for (let c = 0; c < nc && lo < n; c++) {
+          const id = cand[c]!;
+          // Galloping then binary search from the last position: candidates are in row order too.
+          let step = 1;
+          let hi = lo;
+          while (hi < n && ids[hi]! < id) {
+            lo = hi + 1;
+            hi += step;
+            step *= 2;
+          }
+          if (hi > n) hi = n;
+          while (lo < hi) {
+            const mid = (lo + hi) >>> 1;
+            if (ids[mid]! < id) lo = mid + 1;
+            else hi = mid;
+          }
+          entries++;
+          if (lo < n && ids[lo] === id) {
+            const f = tfs[lo]! * weight;
+            acc[id]! += idf * ((f * (BM25_K1 + 1.0)) / (f + BM25_K1 * (1 - BM25_B + (BM25_B * lens[id]!) / avgdl)));
+          }
         }
       }
-      for (const [rowid, score] of rare) {
-        const id = this.idOf.get(rowid);
-        if (id === undefined) return null;
-        acc[id]! += score;
-        rareRows++;
-      }
-      return selectTop(acc, this.rowids, size, limit, allowed);
+      return selectTop(acc, cand, nc, this.rowids, limit, allowed);
     } finally {
-      acc.fill(0, 0, size);
+      for (let c = 0; c < nt; c++) acc[touched[c]!] = 0;
       this.lastWork = { entries, rareRows };
     }
   }
@@ -233,17 +288,54 @@ export class FrequentPostings {
     rowEntries.set(this.rowEntries);
     this.rowEntries = rowEntries;
     this.acc = new Float64Array(cap);
+    this.touched = new Int32Array(cap);
   }
 }
 
+/** The k-th best accumulated score among the touched rows that pass `allowed` (0 when fewer). */
+function kthBest(acc: Float64Array, touched: Int32Array, nt: number, k: number, rowids: Float64Array, allowed: Set<number> | undefined): number {
+  const heap = new Float64Array(k);
+  let n = 0;
+  for (let c = 0; c < nt; c++) {
+    const id = touched[c]!;
+    const s = acc[id]!;
+    if (n === k && s <= heap[0]!) continue;
+    if (allowed && !allowed.has(rowids[id]!)) continue;
+    if (n < k) {
+      let i = n++;
+      while (i > 0) {
+        const p = (i - 1) >> 1;
+        if (heap[p]! <= s) break;
+        heap[i] = heap[p]!;
+        i = p;
+      }
+      heap[i] = s;
+      continue;
+    }
+    let i = 0;
+    for (;;) {
+      const l = 2 * i + 1;
+      if (l >= n) break;
+      const r = l + 1;
+      const c2 = r < n && heap[r]! < heap[l]! ? r : l;
+      if (heap[c2]! >= s) break;
+      heap[i] = heap[c2]!;
+      i = c2;
+    }
+    heap[i] = s;
+  }
+  return n < k ? 0 : heap[0]!;
+}
+
 /** The `limit` best rows of an accumulator (score > 0), best first; ties by rowid, as FTS5's ORDER BY rank, rowid. */
-function selectTop(acc: Float64Array, rowids: Float64Array, size: number, limit: number, allowed: Set<number> | undefined): { id: number; score: number }[] {
+function selectTop(acc: Float64Array, list: Int32Array, size: number, rowids: Float64Array, limit: number, allowed: Set<number> | undefined): { id: number; score: number }[] {
   // A bounded min-heap over (score, -rowid).
   const hs = new Float64Array(limit);
   const hr = new Float64Array(limit);
   let n = 0;
   const worse = (s1: number, r1: number, s2: number, r2: number) => s1 < s2 || (s1 === s2 && r1 > r2);
-  for (let id = 0; id < size; id++) {
+  for (let c = 0; c < size; c++) {
+    const id = list[c]!;
     const s = acc[id]!;
     if (s <= 0) continue;
     const r = rowids[id]!;
