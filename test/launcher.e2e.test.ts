@@ -34,7 +34,7 @@ function processesOf(dataDir: string): Array<{ pid: number; role: Role }> {
       const stat = readFileSync(`/proc/${d}/stat`, 'utf8');
       if (/\) Z /.test(stat)) continue; // a zombie is gone, only not yet reaped
       const cmd = readFileSync(`/proc/${d}/cmdline`, 'utf8').split('\0').join(' ');
-      const svc = /services\/(\w+)\/src\/main\.ts/.exec(cmd)?.[1] as Role | undefined;
+      const svc = /services\/(\w+)\/src\/main\.(?:ts|mjs)/.exec(cmd)?.[1] as Role | undefined;
       const role: Role = cmd.includes('nats-server') ? 'nats-server' : svc ? svc : cmd.includes('packages/cli/src/main.ts') ? 'launcher' : 'other';
       out.push({ pid: Number(d), role });
     } catch {

@@ -2,6 +2,7 @@ import { spawn, type ChildProcess } from 'node:child_process';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
 import { SERVICE_NAMES } from '@memstream/contracts';
+import { bundledEntry } from './bundle.js';
 
 /** The repository root (this file is packages/cli/src/stack.ts). */
 export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
@@ -29,21 +30,26 @@ export interface SpawnOptions {
    * the launcher, which stops the services in order, instead of every process at once.
    */
   detached?: boolean;
+  /**
+   * Run the service's ahead-of-time bundle from this folder (./bundle.ts: serviceBundles) on plain
+   * node; absent: its TypeScript through tsx, with no build step.
+   */
+  bundleDir?: string | undefined;
 }
 
 /**
- * Start one service as its own process (node + tsx, no build step) and resolve when it logs
- * `ready`. Rejects with its last output if it exits or stays silent too long.
+ * Start one service as its own process and resolve when it logs `ready`. Rejects with its last
+ * output if it exits or stays silent too long.
  */
 export function spawnService(name: ServiceName, opts: SpawnOptions): Promise<ServiceProcess> {
-  const entry = path.join(REPO_ROOT, 'services', name, 'src', 'main.ts');
+  const entry = opts.bundleDir ? bundledEntry(opts.bundleDir, name) : path.join(REPO_ROOT, 'services', name, 'src', 'main.ts');
   const env = { ...process.env, ...opts.env };
   // Several workers share this host: each takes a free ops port (it logs it in its ready line)
   // unless the caller chose one; the environment's own MEMSTREAM_OPS_PORT would make them collide.
   env.MEMSTREAM_OPS_PORT = opts.env.MEMSTREAM_OPS_PORT ?? '0';
   // Readiness is read from the `ready` log line, which is info: never start a service quieter than that.
   if (['warn', 'error', 'fatal', 'silent'].includes(env.LOG_LEVEL ?? '')) env.LOG_LEVEL = 'info';
-  const child = spawn(process.execPath, [...(process.env.MEMSTREAM_CPU_PROF ? ['--cpu-prof', '--cpu-prof-dir=' + process.env.MEMSTREAM_CPU_PROF] : []), '--import', 'tsx', entry], {
+  const child = spawn(process.execPath, [...(process.env.MEMSTREAM_CPU_PROF ? ['--cpu-prof', '--cpu-prof-dir=' + process.env.MEMSTREAM_CPU_PROF] : []), ...(opts.bundleDir ? ['--enable-source-maps'] : ['--import', 'tsx']), entry], {
     cwd: REPO_ROOT,
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
