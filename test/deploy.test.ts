@@ -27,7 +27,7 @@ import { Secret } from 'kubernetes-models/v1/Secret';
 import { Service } from 'kubernetes-models/v1/Service';
 import { ServiceAccount } from 'kubernetes-models/v1/ServiceAccount';
 import { ScaledObject } from '@kubernetes-models/keda/keda.sh/v1alpha1/ScaledObject';
-import { CONSUMERS, STREAM_DOCS, STREAM_WEBHOOK_DELIVERIES, WEBHOOK_DELIVERY_CONSUMER } from '@memstream/contracts';
+import { CONSUMERS, MEMORY_EVENTS_CONSUMER, STREAM_DOCS, STREAM_MEMORY, STREAM_WEBHOOK_DELIVERIES, WEBHOOK_DELIVERY_CONSUMER } from '@memstream/contracts';
 
 const ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
 const DEPLOY = path.join(ROOT, 'deploy');
@@ -135,6 +135,7 @@ function consumersOf(service: string): string[] {
 function pullsFrom(service: string): string[] {
   const pairs = consumersOf(service).map((k) => `${STREAM_DOCS}/${(CONSUMERS as Record<string, { durable: string }>)[k]?.durable ?? `(unknown consumer ${k})`}`);
   if (sourceText(`services/${service}/src`).includes('WEBHOOK_DELIVERY_CONSUMER')) pairs.push(`${STREAM_WEBHOOK_DELIVERIES}/${WEBHOOK_DELIVERY_CONSUMER}`);
+  if (sourceText(`services/${service}/src`).includes('MEMORY_EVENTS_CONSUMER')) pairs.push(`${STREAM_MEMORY}/${MEMORY_EVENTS_CONSUMER}`);
   return pairs.sort();
 }
 
