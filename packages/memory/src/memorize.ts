@@ -4,7 +4,7 @@ import { evolveMemories, isGone } from './evolve.js';
 import type { MemoryExtractor } from './extract/port.js';
 import type { MemoryLog } from './log.js';
 import type { MemoryStore } from './store/port.js';
-import { resolveExtraction } from './resolve.js';
+import { normalizeStatement, resolveExtraction } from './resolve.js';
 
 /** What the memorizer needs to know about one indexed document revision (read from the log). */
 export interface DocumentToMemorize {
@@ -140,36 +140,45 @@ export async function memorizeGroup(
     const context = await extractionContext(store, tag, now);
     // What the group has changed so far, by id (the records its changes touched, as they are now).
     let state = new Map<string, MemoryRecord>();
+    /** Memories the group made (what the next documents' extraction is shown beside the tag's context). */
+    const taught = new Set<string>();
     const live = (m: MemoryRecord) => m.isLatest && !isGone(m, now);
     const parts: Array<{ doc: DocumentToMemorize; candidates: MemoryCandidate[]; tokens: number; ms: number; changes: number }> = [];
     const changes: MemoryChange[] = [];
     for (const doc of todo) {
       const inScope = (ms: MemoryRecord[]) => ms.filter((m) => live(m) && matchesFilterByMetadata(m.metadata, doc.filterByMetadata));
-      const overlay = (ms: MemoryRecord[]) => [...new Map([...ms, ...state.values()].map((m) => [m.id, state.get(m.id) ?? m])).values()];
+      // Records read from the store, as the group has left them, plus the group's own that `keep` accepts.
+      const overlay = (ms: MemoryRecord[], keep: (m: MemoryRecord) => boolean) => {
+        const byId = new Map(ms.map((m) => [m.id, state.get(m.id) ?? m]));
+        for (const m of state.values()) if (!byId.has(m.id) && keep(m)) byId.set(m.id, m);
+        return [...byId.values()];
+      };
+      const shownTaught = new Set([...taught].slice(-EXTRACTION_CONTEXT));
       const started = performance.now();
       const extracted = await ports.extractor.extract({
         text: doc.text,
         format: doc.format,
         documentDate: doc.documentDate,
         entityContext: doc.entityContext,
-        existing: inScope(overlay(context)),
+        // Shown what the burst taught so far too (its EXTRACTION_CONTEXT newest memories).
+        existing: inScope(overlay(context, (m) => shownTaught.has(m.id))),
         ...(doc.settings?.shouldLLMFilter && doc.settings.filterPrompt ? { filterPrompt: doc.settings.filterPrompt } : {}),
       });
       const candidates = applyItemFilters(extracted.candidates, doc.settings);
       const ms = Math.round(performance.now() - started);
       // The resolver's rules compare a candidate only with memories of the same (subject, attribute),
-      // the same statement, or an id the extractor named: those, looked up by index, are all it
-      // needs; with the group's own memories (a superset is harmless: the rules pick what concerns them).
-      const related = inScope(
-        overlay(
-          await store.related(tag, {
-            attributes: candidates.flatMap((c) => (c.attribute ? [c.attribute] : [])),
-            statements: candidates.map((c) => c.memory),
-            ids: candidates.flatMap((c) => [...c.updates, ...c.extends]),
-            liveAt: now,
-          }),
-        ),
-      );
+      // the same statement, or an id the extractor named: those, looked up by index in the store and
+      // picked by the same tests from what the group changed, are all it needs.
+      const q = {
+        attributes: candidates.flatMap((c) => (c.attribute ? [c.attribute] : [])),
+        statements: candidates.map((c) => c.memory),
+        ids: candidates.flatMap((c) => [...c.updates, ...c.extends]),
+      };
+      const attrs = new Set(q.attributes.map((a) => `${a.subject}\u001f${a.key}`));
+      const norms = new Set(q.statements.map(normalizeStatement));
+      const ids = new Set(q.ids);
+      const concerns = (m: MemoryRecord) => ids.has(m.id) || norms.has(normalizeStatement(m.memory)) || (m.attribute !== null && attrs.has(`${m.attribute.subject}\u001f${m.attribute.key}`));
+      const related = inScope(overlay(await store.related(tag, { ...q, liveAt: now }), concerns));
       const made = resolveExtraction(related, {
         commitId: todo.length === 1 ? commitIdOf(tag, todo) : `${commitIdOf(tag, todo)}:${parts.length}`,
         containerTag: tag,
@@ -181,6 +190,7 @@ export async function memorizeGroup(
         at,
       });
       state = carry(new Map([...related.map((m) => [m.id, m] as const), ...state]), tag, made, at);
+      for (const c of made) if (c.type === 'memory.created.v1' || c.type === 'memory.versioned.v1') taught.add(c.memory.id);
       changes.push(...made);
       parts.push({ doc, candidates, tokens: extracted.tokens, ms, changes: made.length });
     }
