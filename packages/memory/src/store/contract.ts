@@ -138,7 +138,24 @@ export function describeMemoryStoreContract(name: string, open: () => Promise<Me
       expect((await h.store.recent('a', { liveAt, limit: 10 })).map((m) => m.id).sort()).toEqual(['mem_aaaaaaaaaa2', 'mem_aaaaaaaaaa3', home2.id].sort());
     });
 
-    it('memorized: an extraction marks its document revision, a group each of its documents; an older revision never replaces a newer', async () => {
+    it('recent cuts ties of one time by id, newest id first; a relaxed metadata filter still finds a match past many others', async () => {
+      h = await open();
+      const ids = Array.from({ length: 6 }, (_, i) => `mem_tie${String(i).padStart(8, '0')}`);
+      await h.store.apply(commit('a', ids.map((id, i) => created(mem(id, 'a', `Tied fact number ${i} about gardening.`, { metadata: { note: i === 2 ? 'the Needle here' : 'hay' } })))), 1);
+      const liveAt = new Date('2026-01-02T00:00:00.000Z');
+      expect((await h.store.recent('a', { liveAt, limit: 2 })).map((m) => m.id)).toEqual([ids[5], ids[4]]);
+      const hits = await h.store.search({
+        containerTags: ['a'],
+        text: 'gardening',
+        vector: await vec('gardening'),
+        limit: 1,
+        now: liveAt,
+        filter: Filters.parse({ AND: [{ key: 'note', value: 'needle', filterType: 'string_contains', ignoreCase: true }] }),
+      });
+      expect(hits.map((x) => x.memory.id)).toEqual([ids[2]]);
+    });
+
+        it('memorized: an extraction marks its document revision, a group each of its documents; an older revision never replaces a newer', async () => {
       h = await open();
       const part = (documentId: string, revision: number) => ({ documentId, revision, candidates: [], tokens: 0, ms: 0 });
       const extraction = (documentId: string, revision: number): MemoryCommit => ({
