@@ -71,7 +71,10 @@ describe('crash: kill -9 each service while documents are in flight', () => {
             killed = true;
             // In the middle of a batch: killed once its consumer holds several messages unacked.
             heldAtKill = await waitFor(`${worker} holding a batch`, async () => {
-              const held = (await bus.jsm.consumers.info(STREAM_DOCS, CONSUMERS[worker].durable)).num_ack_pending;
+              // Either lane's consumer (a round is one tag: past its first 64 documents, the bulk lane).
+              const durables = [CONSUMERS[worker].durable, ...(CONSUMERS[worker].bulkDurable ? [CONSUMERS[worker].bulkDurable] : [])];
+              let held = 0;
+              for (const d of durables) held += (await bus.jsm.consumers.info(STREAM_DOCS, d)).num_ack_pending;
               return held >= 2 ? held : undefined;
             }, 60_000, 5);
             await stack.stopService(worker, 'SIGKILL');

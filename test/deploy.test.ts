@@ -133,7 +133,11 @@ function consumersOf(service: string): string[] {
 
 /** The (stream, durable) pairs a service pulls from: its DOCS consumers, and the webhook delivery queue if it uses it. */
 function pullsFrom(service: string): string[] {
-  const pairs = consumersOf(service).map((k) => `${STREAM_DOCS}/${(CONSUMERS as Record<string, { durable: string }>)[k]?.durable ?? `(unknown consumer ${k})`}`);
+  // A stage's bulk-lane durable beside its own (docs/pipeline.md, "Fairness").
+  const pairs = consumersOf(service).flatMap((k) => {
+    const c = (CONSUMERS as Record<string, { durable: string; bulkDurable?: string }>)[k];
+    return [`${STREAM_DOCS}/${c?.durable ?? `(unknown consumer ${k})`}`, ...(c?.bulkDurable ? [`${STREAM_DOCS}/${c.bulkDurable}`] : [])];
+  });
   if (sourceText(`services/${service}/src`).includes('WEBHOOK_DELIVERY_CONSUMER')) pairs.push(`${STREAM_WEBHOOK_DELIVERIES}/${WEBHOOK_DELIVERY_CONSUMER}`);
   if (sourceText(`services/${service}/src`).includes('MEMORY_EVENTS_CONSUMER')) pairs.push(`${STREAM_MEMORY}/${MEMORY_EVENTS_CONSUMER}`);
   return pairs.sort();
@@ -541,6 +545,7 @@ describe('docs/runbook.md guarantees', () => {
     for (const [key, c] of Object.entries(CONSUMERS)) {
       const p = (DEFAULT_POLICIES as Record<string, { ackWaitMs: number; maxDeliver: number; maxAckPending: number }>)[key]!;
       expect(rows.get(c.durable), `runbook row for ${c.durable}`).toEqual([p.ackWaitMs, p.maxDeliver, p.maxAckPending]);
+      if (c.bulkDurable) expect(rows.get(c.bulkDurable), `runbook row for ${c.bulkDurable}`).toEqual([p.ackWaitMs, p.maxDeliver, p.maxAckPending]);
     }
   });
 });

@@ -14,11 +14,14 @@ const PIPELINE: ConsumerName[] = ['extractor', 'chunker', 'embedder', 'indexer',
 export async function deliverySnapshot(bus: Bus): Promise<DeliverySnapshot> {
   const out: DeliverySnapshot = {};
   for (const name of PIPELINE) {
-    const { durable, filter } = CONSUMERS[name];
-    const info = await bus.jsm.consumers.info(STREAM_DOCS, durable);
+    const { durable, bulkDurable, filter } = CONSUMERS[name];
     const stream = await bus.jsm.streams.info(STREAM_DOCS, { subjects_filter: filter });
     const messages = filter === 'doc.>' ? stream.state.messages : Object.values(stream.state.subjects ?? {}).reduce((a, b) => a + b, 0);
-    out[name] = { deliveries: info.delivered.consumer_seq, messages };
+    // A stage's bulk lane reads the same messages (docs/pipeline.md, "Fairness").
+    for (const d of bulkDurable ? [durable, bulkDurable] : [durable]) {
+      const info = await bus.jsm.consumers.info(STREAM_DOCS, d);
+      out[d === durable ? name : d] = { deliveries: info.delivered.consumer_seq, messages };
+    }
   }
   return out;
 }
@@ -42,8 +45,11 @@ export async function waitIdle(bus: Bus, timeoutMs = 60_000): Promise<void> {
   for (;;) {
     let busy = 0;
     for (const name of PIPELINE) {
-      const info = await bus.jsm.consumers.info(STREAM_DOCS, CONSUMERS[name].durable);
-      busy += info.num_pending + info.num_ack_pending;
+      // A stage's bulk lane too (docs/pipeline.md, "Fairness").
+      for (const durable of [CONSUMERS[name].durable, ...(CONSUMERS[name].bulkDurable ? [CONSUMERS[name].bulkDurable] : [])]) {
+        const info = await bus.jsm.consumers.info(STREAM_DOCS, durable);
+        busy += info.num_pending + info.num_ack_pending;
+      }
     }
     if (busy === 0) return;
     if (Date.now() > deadline) throw new Error(`consumers still busy after ${timeoutMs} ms: ${busy} messages pending or unacked`);

@@ -1,4 +1,5 @@
 import type { Consumer, JsMsg } from '@nats-io/jetstream';
+import type { Lane } from '@memstream/contracts';
 import { errorMessage, type Logger } from '@memstream/kit';
 import type { Bus } from './connect.js';
 
@@ -46,6 +47,42 @@ export function nextBatch<T>(waiting: T[], size: number): T[] {
 }
 
 /**
+ * The capacity one process shares between a stage's two lanes (docs/pipeline.md, "Fairness").
+ * The normal lane may always hold at least the capacity less half of it (so it always has a pull
+ * open, however much bulk work is held); the bulk lane may hold the whole capacity while the
+ * normal lane holds nothing, and at most half of it (at least one) while the normal lane holds
+ * any. So the bulk lane never starves the normal one, nor the normal one the bulk one; the two
+ * together exceed the capacity only while the bulk lane drains from a full share to its half
+ * (by at most half the capacity), and a pull already open keeps what it brings.
+ */
+export class LaneBudget {
+  private readonly held: Record<Lane, number> = { normal: 0, bulk: 0 };
+  private readonly listeners = new Set<() => void>();
+  constructor(readonly capacity: number) {}
+
+  /** How many more messages `lane` may take now. */
+  room(lane: Lane): number {
+    const half = Math.floor(this.capacity / 2);
+    if (lane === 'normal') return this.capacity - this.held.normal - Math.min(this.held.bulk, half);
+    const limit = this.held.normal > 0 ? Math.max(1, half) : this.capacity - this.held.normal;
+    return limit - this.held.bulk;
+  }
+
+  /** A lane's loop reports how many messages it holds now. */
+  set(lane: Lane, n: number): void {
+    if (this.held[lane] === n) return;
+    this.held[lane] = n;
+    for (const l of this.listeners) l();
+  }
+
+  /** Called on every change (a lane's loop waits for room with it). */
+  onChange(l: () => void): () => void {
+    this.listeners.add(l);
+    return () => this.listeners.delete(l);
+  }
+}
+
+/**
  * Pull from a durable consumer and hand what arrives to `handle` in batches (bounded by
  * `batch.size` messages and `batch.waitMs` of gathering), holding at most `capacity` messages.
  *
@@ -75,6 +112,13 @@ export function pullLoop(opts: {
   handle: (batch: JsMsg[], settled: (m: JsMsg) => void) => Promise<void>;
   /** Keep held messages alive (default true). Off only in tests that show what a late ack does. */
   keepAlive?: boolean;
+  /** One lane of a stage's two: its room comes from the budget shared with the other lane's loop, not `capacity` alone. */
+  lane?: { lane: Lane; budget: LaneBudget };
+  /**
+   * Messages that are not this loop's to handle (the other lane's): acked on arrival, never held
+   * or batched, so a lane passes over the other lane's backlog at the speed of its pulls.
+   */
+  skip?: (m: JsMsg) => boolean;
 }): PullLoop {
   const { log } = opts;
   const capacity = Math.max(1, opts.capacity);
@@ -89,6 +133,12 @@ export function pullLoop(opts: {
   let freed: (() => void) | null = null;
   let timer: NodeJS.Timeout | undefined;
   let periodMs = 0;
+  const share = opts.lane;
+  /** How many more messages this loop may take now. */
+  const room = (): number => (share ? share.budget.room(share.lane) : capacity - held.size);
+  const report = (): void => share?.budget.set(share.lane, held.size);
+  // The other lane settling (or taking) messages changes this lane's room.
+  const unlisten = share?.budget.onChange(() => freed?.());
 
   function keepAlive(ackWaitNanos: number): void {
     if (opts.keepAlive === false) return;
@@ -110,7 +160,10 @@ export function pullLoop(opts: {
   }
 
   function settled(m: JsMsg): void {
-    if (held.delete(m)) freed?.();
+    if (held.delete(m)) {
+      report();
+      freed?.();
+    }
   }
 
   function start(ms: JsMsg[]): void {
@@ -125,6 +178,7 @@ export function pullLoop(opts: {
       .finally(() => {
         inflight.delete(p);
         for (const m of ms) held.delete(m);
+        report();
         freed?.();
       });
     inflight.add(p);
@@ -143,7 +197,16 @@ export function pullLoop(opts: {
       m.nak();
       return;
     }
+    if (opts.skip?.(m)) {
+      try {
+        m.ack();
+      } catch {
+        // The connection is closing: it comes back after its ack wait, and is skipped again.
+      }
+      return;
+    }
     held.add(m);
+    report();
     waiting.push(m);
     if (waiting.length >= batch.size) dispatch(false);
     else if (!gather) gather = setTimeout(() => dispatch(true), batch.waitMs);
@@ -159,7 +222,7 @@ export function pullLoop(opts: {
     let consumer: Consumer | null = null;
     while (!stopping) {
       try {
-        while (held.size >= capacity && !stopping) await new Promise<void>((r) => (freed = r));
+        while (room() <= 0 && !stopping) await new Promise<void>((r) => (freed = r));
         freed = null;
         if (stopping) break;
         if (!consumer) {
@@ -167,9 +230,12 @@ export function pullLoop(opts: {
           // ack_wait is always set on a durable we created; 30 s is the server default otherwise.
           keepAlive((await consumer.info(true)).config.ack_wait ?? 30_000_000_000);
         }
+        // The other lane may have taken the room while the consumer was looked up.
+        const want = room();
+        if (want <= 0) continue;
         const asked = performance.now();
         let got = 0;
-        const pull = await consumer.fetch({ max_messages: capacity - held.size, expires: FETCH_EXPIRES_MS });
+        const pull = await consumer.fetch({ max_messages: want, expires: FETCH_EXPIRES_MS });
         current = pull;
         for await (const m of pull) {
           got++;
@@ -198,8 +264,10 @@ export function pullLoop(opts: {
         // The connection is closing: it comes back after its ack wait.
       }
     }
+    report();
     await Promise.allSettled([...inflight]);
     clearInterval(timer);
+    unlisten?.();
   }
 
   const done = loop();

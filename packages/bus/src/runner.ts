@@ -1,12 +1,12 @@
 import type { JsMsg } from '@nats-io/jetstream';
 import { headers as natsHeaders } from '@nats-io/nats-core';
-import { CONSUMERS, STREAM_DOCS, deadLetterSubject, type ConsumerName, type DocumentEvent, type EventKind, type FailureClass, type Stage } from '@memstream/contracts';
+import { CONSUMERS, LANE_HEADER, STREAM_DOCS, deadLetterSubject, type ConsumerName, type Lane, type DocumentEvent, type EventKind, type FailureClass, type Stage } from '@memstream/contracts';
 import { PermanentError, RetryableError, errorMessage, limiter, type Logger } from '@memstream/kit';
 import { ZodError } from 'zod';
 import type { Bus } from './connect.js';
 import { busTelemetry, decodeEvent, follow, headersToRecord, latestRevision, publishEvent, type ConsumeResult } from './events.js';
 import { DEFAULT_POLICIES } from './topology.js';
-import { DEFAULT_BATCH, pullLoop, type BatchPolicy, type PullLoop } from './pull-loop.js';
+import { DEFAULT_BATCH, LaneBudget, pullLoop, type BatchPolicy, type PullLoop } from './pull-loop.js';
 import { decide, defaultBackoff, failureSignature, type Decision } from './decide.js';
 
 export interface HandlerContext {
@@ -186,7 +186,7 @@ export function runConsumer(opts: RunnerOptions): RunningConsumer {
     const fresh = decoded.filter((d, k) => d.ok && staleness[k] === 'fresh').length;
     const joinBatch = opts.handleBatch ? gathering(fresh, opts.handleBatch) : null;
     const runHandler = (event: DocumentEvent, ctx: HandlerContext) =>
-      joinBatch ? joinBatch({ event, ctx }) : limit(() => (loopHandle?.stopping ? Promise.reject(new HandedBack()) : opts.handle!(event, ctx)));
+      joinBatch ? joinBatch({ event, ctx }) : limit(() => (stopping ? Promise.reject(new HandedBack()) : opts.handle!(event, ctx)));
     await Promise.all([
       ...unread.map((m) => m.ackAck().finally(() => settled(m))),
       ...mine.map(async ({ m, documentId, kind }, k) => {
@@ -194,7 +194,8 @@ export function runConsumer(opts: RunnerOptions): RunningConsumer {
         // One consumer span per message, continued from the trace context the message carries; the
         // events it emits carry that span on, so one trace runs from the HTTP request to the projection.
         const result = await busTelemetry().consume(
-          { consumer: name, subject: m.subject, documentId, kind, seq: m.seq, deliveryCount: m.info.deliveryCount, headers: headersToRecord(m.headers) },
+          // The lane goes on with the trace context: what a stage emits stays in its input's lane.
+          { consumer: name, subject: m.subject, documentId, kind, seq: m.seq, deliveryCount: m.info.deliveryCount, headers: headersToRecord(m.headers, CARRIED_HEADERS) },
           (trace) => handleMessage(m, documentId, decoded[k]!, staleness[k]!, runHandler, trace),
         );
         settled(m);
@@ -299,12 +300,11 @@ export function runConsumer(opts: RunnerOptions): RunningConsumer {
     }
   }
 
-  // Set below, before the first batch can arrive; the handlers ask it whether stop() was called.
-  let loopHandle: PullLoop | null = null;
-  loopHandle = pullLoop({
+  // Set by stop(); the handlers waiting their turn ask it.
+  let stopping = false;
+  const common = {
     bus,
     stream: STREAM_DOCS,
-    durable: CONSUMERS[name].durable,
     // What a process holds is what it works on: replicas × concurrency stays within the
     // consumer's max_ack_pending (the deployment test checks it), so no replica starves another.
     capacity: concurrency,
@@ -312,8 +312,34 @@ export function runConsumer(opts: RunnerOptions): RunningConsumer {
     log,
     handle: processBatch,
     ...(opts.keepAlive === false ? { keepAlive: false } : {}),
-  });
-  return loopHandle;
+  };
+  const bulkDurable = CONSUMERS[name].bulkDurable;
+  let loops: PullLoop[];
+  if (!bulkDurable) {
+    loops = [pullLoop({ ...common, durable: CONSUMERS[name].durable })];
+  } else {
+    // A stage: one loop per lane, sharing the capacity (LaneBudget); each acks the other lane's messages unread.
+    const budget = new LaneBudget(concurrency);
+    loops = (['normal', 'bulk'] as const).map((lane) =>
+      pullLoop({ ...common, durable: lane === 'normal' ? CONSUMERS[name].durable : bulkDurable, lane: { lane, budget }, skip: (m) => laneOf(m) !== lane }),
+    );
+  }
+  const done = Promise.all(loops.map((l) => l.done)).then(() => {});
+  return {
+    done,
+    async stop() {
+      stopping = true;
+      await Promise.all(loops.map((l) => l.stop()));
+    },
+  };
+}
+
+/** The headers a stage carries from its input to what it emits: the trace context and the lane. */
+const CARRIED_HEADERS = ['traceparent', 'tracestate', LANE_HEADER];
+
+/** A message's lane: bulk when its header says so, else normal. */
+export function laneOf(m: Pick<JsMsg, 'headers'>): Lane {
+  return m.headers?.get(LANE_HEADER) === 'bulk' ? 'bulk' : 'normal';
 }
 
 /** A message whose turn came after stop(): handed back unstarted. */

@@ -202,29 +202,35 @@ async function addConsumer(jsm: JetStreamManager, stream: string, cfg: Parameter
   }
 }
 
+/**
+ * Create or update a consumer's durable, and a stage's bulk-lane durable beside it (the same
+ * filter and policy: each reads every message of its kind and acks the other lane's unread).
+ */
 export async function ensureConsumer(jsm: JetStreamManager, name: ConsumerName, policy: ConsumerPolicy): Promise<void> {
-  const { durable, filter } = CONSUMERS[name];
-  const cfg = {
-    durable_name: durable,
-    ack_policy: AckPolicy.Explicit,
-    // The notifier announces what happens from now on, never the history already in the log.
-    deliver_policy: CONSUMERS[name].startAt === 'new' ? DeliverPolicy.New : DeliverPolicy.All,
-    filter_subject: filter,
-    ack_wait: policy.ackWaitMs * 1_000_000,
-    max_deliver: policy.maxDeliver,
-    max_ack_pending: policy.maxAckPending,
-    inactive_threshold: 0,
-  };
-  try {
-    await jsm.consumers.info(STREAM_DOCS, durable);
-    await jsm.consumers.update(STREAM_DOCS, durable, {
-      ack_wait: cfg.ack_wait,
-      max_deliver: cfg.max_deliver,
-      max_ack_pending: cfg.max_ack_pending,
-    });
-  } catch (err) {
-    if (!isNotFound(err)) throw err;
-    await addConsumer(jsm, STREAM_DOCS, cfg);
+  const { durable, bulkDurable, filter } = CONSUMERS[name];
+  for (const d of bulkDurable ? [durable, bulkDurable] : [durable]) {
+    const cfg = {
+      durable_name: d,
+      ack_policy: AckPolicy.Explicit,
+      // The notifier announces what happens from now on, never the history already in the log.
+      // A bulk-lane durable added to a log that has history reads it all, acking it unread (none of it is bulk).
+      deliver_policy: CONSUMERS[name].startAt === 'new' ? DeliverPolicy.New : DeliverPolicy.All,
+      filter_subject: filter,
+      ack_wait: policy.ackWaitMs * 1_000_000,
+      max_deliver: policy.maxDeliver,
+      max_ack_pending: policy.maxAckPending,
+      inactive_threshold: 0,
+    };
+    try {
+      await jsm.consumers.info(STREAM_DOCS, d);
+      await jsm.consumers.update(STREAM_DOCS, d, {
+        ack_wait: cfg.ack_wait,
+        max_deliver: cfg.max_deliver,
+        max_ack_pending: cfg.max_ack_pending,
+      });
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+      await addConsumer(jsm, STREAM_DOCS, cfg);
+    }
   }
 }
-

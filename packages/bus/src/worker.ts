@@ -151,9 +151,14 @@ export async function startWorker(opts: WorkerOptions): Promise<void> {
       if (ready) await within(2_000, 'the stores', ready());
     };
     const telemetry = busTelemetry();
-    const unwatch = [opts.consumer, ...more.map((m) => m.consumer)].map((c) =>
-      telemetry.watchConsumer(c, async () => {
-        const i = await within(2_000, 'the broker', bus.jsm.consumers.info(STREAM_DOCS, CONSUMERS[c].durable));
+    // A stage's bulk lane is watched too, under its durable's name (docs/pipeline.md, "Fairness").
+    const watched = [opts.consumer, ...more.map((m) => m.consumer)].flatMap((c) => [
+      { label: c as string, durable: CONSUMERS[c].durable },
+      ...(CONSUMERS[c].bulkDurable ? [{ label: CONSUMERS[c].bulkDurable, durable: CONSUMERS[c].bulkDurable }] : []),
+    ]);
+    const unwatch = watched.map(({ label, durable }) =>
+      telemetry.watchConsumer(label, async () => {
+        const i = await within(2_000, 'the broker', bus.jsm.consumers.info(STREAM_DOCS, durable));
         return { pending: i.num_pending, ackPending: i.num_ack_pending, redelivered: i.num_redelivered };
       }),
     );

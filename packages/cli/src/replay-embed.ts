@@ -203,9 +203,11 @@ export async function switchModel(
   revision = await store.write({ active: plan.target, migrating: null, previous: plan.current, updatedAt: new Date().toISOString() }, revision);
   // 4. Embeddings begun before the switch end in the old model's index: wait for them, then copy them over.
   const switchedAt = (await bus.jsm.streams.info(STREAM_DOCS)).state.last_seq;
-  let settled = await waitConsumerPast(bus, CONSUMERS.embedder.durable, switchedAt, opts.waitMs);
+  // Both lanes of each stage (docs/pipeline.md, "Fairness").
+  let settled = true;
+  for (const durable of [CONSUMERS.embedder.durable, CONSUMERS.embedder.bulkDurable!]) settled = (await waitConsumerPast(bus, durable, switchedAt, opts.waitMs)) && settled;
   const embeddedBy = (await bus.jsm.streams.info(STREAM_DOCS)).state.last_seq;
-  settled = (await waitConsumerPast(bus, CONSUMERS.indexer.durable, embeddedBy, opts.waitMs)) && settled;
+  for (const durable of [CONSUMERS.indexer.durable, CONSUMERS.indexer.bulkDurable!]) settled = (await waitConsumerPast(bus, durable, embeddedBy, opts.waitMs)) && settled;
   await pass('after the switch');
   return { plan, passes, settled };
 }

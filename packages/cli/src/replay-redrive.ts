@@ -1,4 +1,4 @@
-import { Filters, type DocumentStatus, type DocumentSubmitted, type FilterExpr, type Metadata, type RedriveStage } from '@memstream/contracts';
+import { Filters, LANE_HEADER, type DocumentStatus, type DocumentSubmitted, type FilterExpr, type Metadata, type RedriveStage } from '@memstream/contracts';
 import { lastEvent, publishEvent, type Bus } from '@memstream/bus';
 import { errorMessage, newId } from '@memstream/kit';
 import type { DocumentView, DocumentViews, ListQuery } from '@memstream/views';
@@ -95,7 +95,9 @@ export async function redriveDocument(bus: Bus, documentId: string, from: Redriv
     data: { ...data, containerTags, metadata, metadataVersion, redrive: { from, ofRevision: subRev } },
   };
   try {
-    await publishEvent(bus, event, { expectLastSubjectSequence: sub.seq });
+    // A re-drive is bulk work by nature: in the bulk lane, it never takes more than half of a
+    // stage's capacity from the documents tenants submit meanwhile (docs/pipeline.md, "Fairness").
+    await publishEvent(bus, event, { expectLastSubjectSequence: sub.seq, headers: { [LANE_HEADER]: 'bulk' } });
   } catch (err) {
     if (/wrong last sequence/i.test(errorMessage(err))) return { documentId, outcome: 'changed' };
     throw err;

@@ -29,6 +29,17 @@ export function deadLetterSubject(consumer: string, documentId: string): string 
   return `dead.${consumer}.${documentId}`;
 }
 
+/**
+ * The lane of a stage's input (docs/pipeline.md, "Fairness"): a message header, not a subject
+ * token, so every subject, last-by-subject read and optimistic-concurrency check is unchanged.
+ * `bulk` marks the work of a tag with a backlog (and re-drives); its absence means `normal`.
+ * Each stage reads its input through one durable consumer per lane, and the stage's later events
+ * keep the lane of the event they follow.
+ */
+export const LANE_HEADER = 'Memstream-Lane';
+export const LANES = ['normal', 'bulk'] as const;
+export type Lane = (typeof LANES)[number];
+
 /** The durable consumers (CONSUMERS, ConsumerName) are derived from the pipeline table in pipeline.ts. */
 
 /** Events over this many bytes of JSON travel by claim check through the Object Store. */

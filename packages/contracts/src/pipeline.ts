@@ -177,6 +177,16 @@ export interface ConsumerSpec {
   startAt?: 'new';
   /** The kinds the consumer decodes; others are acked unread. */
   kinds: readonly EventKind[];
+  /**
+   * A stage's second durable consumer, for its bulk lane: the same filter and policy, reading the
+   * messages whose lane header says bulk (the first reads the others). Readers have none.
+   */
+  bulkDurable?: string;
+}
+
+/** The bulk-lane durable of a stage: `<service>-bulk`. */
+export function bulkDurableOf(service: StageService): string {
+  return `${service}-bulk`;
 }
 
 function readerSpec(name: ReaderName): ConsumerSpec {
@@ -192,7 +202,7 @@ function readerSpec(name: ReaderName): ConsumerSpec {
 }
 
 export const CONSUMERS = Object.fromEntries([
-  ...PIPELINE.map((r): [string, ConsumerSpec] => [r.service, { durable: r.service, filter: `doc.*.${r.consumes}`, policy: r.policy, kinds: [r.consumes] }]),
+  ...PIPELINE.map((r): [string, ConsumerSpec] => [r.service, { durable: r.service, filter: `doc.*.${r.consumes}`, policy: r.policy, kinds: [r.consumes], bulkDurable: bulkDurableOf(r.service) }]),
   ...(Object.keys(READERS) as ReaderName[]).map((n): [string, ConsumerSpec] => [n, readerSpec(n)]),
 ]) as Record<ConsumerName, ConsumerSpec>;
 

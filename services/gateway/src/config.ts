@@ -26,6 +26,13 @@ export const Config = z.object({
   MEMSTREAM_HEADERS_TIMEOUT_MS: z.coerce.number().int().min(1000).default(10_000),
   /** Largest JSON answer; past it a request gets a 400 telling it to ask for less (docs/limits.md). */
   MEMSTREAM_MAX_ANSWER_BYTES: z.coerce.number().int().min(1024).default(32 * 1024 * 1024),
+  /**
+   * Fairness (docs/pipeline.md): a submission whose tag already has more than this many documents
+   * not yet done goes in the bulk lane. The count is read from the view at most once per
+   * MEMSTREAM_BULK_LANE_CACHE_MS per tag.
+   */
+  MEMSTREAM_BULK_LANE_THRESHOLD: z.coerce.number().int().min(0).default(64),
+  MEMSTREAM_BULK_LANE_CACHE_MS: z.coerce.number().int().min(0).max(60_000).default(1000),
   /** Accept webhook receivers on loopback and private addresses (the notifier reads the same variable). */
   MEMSTREAM_WEBHOOK_ALLOW_PRIVATE: z.enum(['true', 'false', '1', '0', '']).default('false').transform((v) => v === 'true' || v === '1'),
   /**

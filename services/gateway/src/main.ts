@@ -8,6 +8,7 @@ import { openChunkIndex } from '@memstream/chunk-index';
 import { embedderConfigFrom, loadEmbedder, modelCache, rerankerFrom, sharedRateLimitFrom } from '@memstream/embedder';
 import { createLogger, errorMessage, onShutdown } from '@memstream/kit';
 import { openDocumentViews } from '@memstream/views';
+import { viewLanes } from './adapters/lanes.js';
 import { loadConfig } from './config.js';
 import { createApp } from './app.js';
 import { jetstreamEventLog } from './adapters/event-log.js';
@@ -59,7 +60,10 @@ try {
     qdrantCollection: config.QDRANT_MEMORY_COLLECTION,
   });
   const memories = { store: memoryStore, log: new MemoryLog(bus, memoryStore), embedder, views, now: () => new Date() };
-  const ports = { views, index: active.deletes, blobs, events: jetstreamEventLog(bus), tagContexts: await kvTagContexts(bus), settings: await kvSettings(bus), now: () => new Date() };
+  const ports = { views, index: active.deletes, blobs, events: jetstreamEventLog(bus), tagContexts: await kvTagContexts(bus), settings: await kvSettings(bus),
+    lanes: viewLanes(views, { threshold: config.MEMSTREAM_BULK_LANE_THRESHOLD, cacheMs: config.MEMSTREAM_BULK_LANE_CACHE_MS }),
+    now: () => new Date(),
+  };
   // Scoped API keys (NATS KV, watched), their shared rate limits, and the key.expiring notices.
   const keyAuth = await startKeyAuth(bus, config, log);
   // Webhook registrations (NATS KV, shared with the notifier) and the SSE streams, ended first at shutdown.

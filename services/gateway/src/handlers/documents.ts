@@ -6,6 +6,7 @@ import {
   CUSTOM_ID_PATTERN,
   DOCUMENT_ID_PATTERN,
   IN_PROGRESS_STATUSES,
+  LANE_HEADER,
   ListDocumentsRequest,
   UpdateDocumentRequest,
   type BatchAddResponse,
@@ -15,6 +16,7 @@ import {
   type DocumentResponse,
   type DocumentSubmitted,
   type DocumentSubmittedData,
+  type Lane,
   type ListDocumentsResponse,
   type Metadata,
   type ProcessingResponse,
@@ -92,7 +94,15 @@ export interface GatewayPorts {
   tagContexts: TagContexts;
   /** /v3/settings; a submission carries its scope's. Absent in tests that do not need it. */
   settings?: SettingsStore;
+  /** The lane each submission goes in (docs/pipeline.md, "Fairness"). Absent: every submission is normal. */
+  lanes?: SubmissionLanes;
   now(): Date;
+}
+
+/** Which lane a submission goes in: adapters/lanes.ts (the view's count of each tag's unfinished documents). */
+export interface SubmissionLanes {
+  /** The lane of a submission about to be published for these tags; it counts towards their backlog from now on. */
+  laneFor(containerTags: readonly string[]): Promise<Lane>;
 }
 
 /** A publish refused because another write to the same document won the race. */
@@ -239,8 +249,11 @@ export async function submit(ports: GatewayPorts, s: Submission, headers: Record
         ...defined({ settings: await documentSettingsFor(ports.settings, s.scope ?? null) }),
       },
     };
+    // A tag with a backlog has its new work in the bulk lane, which every stage reads with at most
+    // half its capacity while the normal lane has work: one tenant's backlog cannot starve another's.
+    const lane = ports.lanes ? await ports.lanes.laneFor(containerTags) : 'normal';
     try {
-      await ports.events.publish(event, { expectLastSeq: head.submittedSeq, headers });
+      await ports.events.publish(event, { expectLastSeq: head.submittedSeq, headers: lane === 'bulk' ? { ...headers, [LANE_HEADER]: 'bulk' } : headers });
       return { id: documentId, status: 'queued' };
     } catch (err) {
       if (!isConcurrencyConflict(err)) throw err;
