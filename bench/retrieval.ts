@@ -1,7 +1,8 @@
 /**
  * Retrieval quality over the manual-page test set (test/retrieval/manpages.ts): recall@10 and
  * MRR@10 for dense-only, keyword-only and hybrid search on the embedded default index, with the
- * default embedder — or an ONNX model directory (`--onnx <dir>`), the same port.
+ * default embedder (static; `--embedder hashed` for the other offline model) — or an ONNX model
+ * directory (`--onnx <dir>`), the same port.
  *
  *   ./memstream bench retrieval [--docs 3000] [--queries 500] [--seed 7] [--json]
  *
@@ -29,7 +30,7 @@ const { values } = commandArgs('bench retrieval', USAGE, {
     queries: { type: 'string', default: '500' },
     seed: { type: 'string', default: '7' },
     onnx: { type: 'string' },
-    // hashed | static: the offline model to measure (default: the service default).
+    // hashed | static: the offline model to measure (default: the services' default, static).
     embedder: { type: 'string' },
     // Also run hybrid at each dense weight of this list (e.g. 0,0.1,0.2,0.3) × each floor of --floors.
     sweep: { type: 'string' },
@@ -42,11 +43,13 @@ const { values } = commandArgs('bench retrieval', USAGE, {
   },
 });
 
+if (values.embedder !== undefined && values.embedder !== 'hashed' && values.embedder !== 'static') throw new Error(`--embedder: hashed or static, not ${values.embedder}`);
+// Without --onnx or --embedder: the services' default model, static (packages/embedder/src/env.ts).
 const embedder: Embedder = values.onnx
   ? await loadEmbedder({ kind: 'onnx', modelDir: values.onnx })
-  : values.embedder === 'static'
-    ? await loadEmbedder({ kind: 'static' })
-    : new HashedEmbedder();
+  : values.embedder === 'hashed'
+    ? new HashedEmbedder()
+    : await loadEmbedder({ kind: 'static' });
 const sweep = (values.sweep ?? '')
   .split(',')
   .filter(Boolean)

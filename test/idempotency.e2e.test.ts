@@ -198,7 +198,8 @@ describe('idempotency: every event twice, out of order, ends in the same state',
   });
 
   it('extractor, chunker, embedder: each input twice → the very events the live run logged (same ids, same data)', async () => {
-    const embedder = createEmbedder({ kind: 'hashed', dim: 384 });
+    // The model the stack's embedder ran: the default one (no EMBEDDER in its environment), static.
+    const embedder = createEmbedder({ kind: 'static' });
     const previousVectors = async (documentId: string, model: string) => {
       const last = await lastEvent(bus, documentId, 'embedded');
       const m = new Map<string, string>();

@@ -23,6 +23,10 @@ describe('replay: index rebuild, re-drive, model switch', () => {
   let views: SqliteDocumentViews;
   const ids: Record<string, string> = {};
 
+  // The stack and the CLI run the hashed model rather than the default static one: its dimension
+  // is a setting (EMBEDDING_DIM), which the switches below (384 → 256, a wrong 128) need.
+  const HASHED = { EMBEDDER: 'hashed' };
+
   function cli(...args: string[]): Promise<{ code: number; stdout: string; stderr: string }> {
     return cliWith({}, ...args);
   }
@@ -30,7 +34,7 @@ describe('replay: index rebuild, re-drive, model switch', () => {
     return new Promise((resolve, reject) => {
       const child = spawn(process.execPath, ['--import', 'tsx', 'packages/cli/src/main.ts', 'replay', ...args], {
         cwd: REPO_ROOT,
-        env: { ...process.env, NATS_URL: stack.nats.url, MEMSTREAM_DATA_DIR: stack.dataDir, LOG_LEVEL: 'warn', ...env },
+        env: { ...process.env, NATS_URL: stack.nats.url, MEMSTREAM_DATA_DIR: stack.dataDir, LOG_LEVEL: 'warn', ...HASHED, ...env },
         stdio: ['ignore', 'pipe', 'pipe'],
       });
       let stdout = '';
@@ -63,7 +67,7 @@ describe('replay: index rebuild, re-drive, model switch', () => {
   const lastSeq = async () => (await bus.jsm.streams.info(STREAM_DOCS)).state.last_seq;
 
   beforeAll(async () => {
-    stack = await startTestStack();
+    stack = await startTestStack({ env: HASHED });
     client = api(stack);
     bus = await connectBus({ url: stack.nats.url, name: 'replay-test', log: createLogger('replay-test', { level: 'silent' }) });
     views = SqliteDocumentViews.open(path.join(stack.dataDir, 'views.sqlite'));

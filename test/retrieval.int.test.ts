@@ -5,7 +5,8 @@ import { loadRetrievalSet } from './retrieval/manpages.js';
 
 // The retrieval test set (test/retrieval/manpages.ts) at a size the suite can afford; the bench
 // (`node --import tsx bench/retrieval.ts`) runs it over a few thousand pages. The floors sit a
-// little under what the default embedder measured, so a change that makes retrieval worse fails
+// little under what the hashed embedder measured (deterministic, and the floors were set with it;
+// the default static model is exercised end to end by the SDK, search and MCP suites), so a change that makes retrieval worse fails
 // here instead of going unnoticed.
 describe('retrieval over real text: manual pages, their NAME lines as queries', () => {
   it('finds the page a description came from, in every mode, and never crosses a container tag', async () => {

@@ -62,7 +62,8 @@ describe('search through the official SDK against memstream', () => {
   const tagA = unique('search-a');
   const tagB = unique('search-b');
   /** Document ids by name; the A and B sets, to check isolation. */
-  const ids: Record<'lighthouseA' | 'sourdoughA' | 'lighthouseB' | 'glacierB', string> = { lighthouseA: '', sourdoughA: '', lighthouseB: '', glacierB: '' };
+  const tagC = unique('search-conv');
+  const ids: Record<'lighthouseA' | 'sourdoughA' | 'lighthouseB' | 'glacierB' | 'conversationC', string> = { lighthouseA: '', sourdoughA: '', lighthouseB: '', glacierB: '', conversationC: '' };
   const inA = () => new Set([ids.lighthouseA, ids.sourdoughA]);
   const inB = () => new Set([ids.lighthouseB, ids.glacierB]);
 
@@ -83,6 +84,23 @@ describe('search through the official SDK against memstream', () => {
     // The same distinctive word as lighthouseA, in the other tag: isolation must hold even for a perfect match.
     ids.lighthouseB = await add('# Cliffs\n\nThe lighthouse on the northern cliff was automated decades ago; no keeper polishes its brass lens now.', tagB, { topic: 'sea', year: 2023 });
     ids.glacierB = await add('# Ice\n\nThe glacier retreats a few metres up the valley every summer.', tagB, { topic: 'ice', year: 2022 });
+    // A short transcript of two dated sessions: all of it would fit in one 500-token chunk, so
+    // single-turn hits show the conversation units at work, not a size limit.
+    ids.conversationC = await add(
+      [
+        'Session 1 · 2024-03-02',
+        'user: Morning! We finally adopted a puppy from the shelter on Saturday.',
+        'assistant: Congratulations! What breed is it?',
+        'user: A beagle. We named the beagle Biscuit, after the cookie.',
+        'assistant: Biscuit is a lovely name for a beagle.',
+        '',
+        'Session 2 · 2024-03-09',
+        'user: Can you suggest a weekend hike near the coast?',
+        'assistant: The cliff path north of the harbour takes about three hours.',
+      ].join('\n'),
+      tagC,
+      { topic: 'chat' },
+    );
     await Promise.all(Object.values(ids).map((id) => waitForDoc(client, id, 'done', (d) => d.status === 'done', 30_000)));
   });
   afterAll(async () => {
@@ -185,6 +203,22 @@ describe('search through the official SDK against memstream', () => {
       const knobs = await client.search({ q: 'glacier', searchMode: 'documents', containerTag: tagB, rerank: true, rewriteQuery: true, aggregate: true });
       expect(knobs.results).toEqual(plain.results);
     });
+  });
+
+  it('/v4/search over a conversation returns single turns: one speaker, with its session date', async () => {
+    const out = await client.search({ q: 'what did we name the beagle', containerTag: tagC, searchMode: 'documents' });
+    expectV4Shape(out, 'chunk');
+    expect(out.results.length).toBeGreaterThan(1);
+    const top = out.results[0]!;
+    expect(docOf(top)).toBe(ids.conversationC);
+    expect(top.chunk).toBe('[2024-03-02] user: A beagle. We named the beagle Biscuit, after the cookie.');
+    for (const r of out.results) {
+      // Every hit is one turn of one speaker, prefixed with its own session's date.
+      expect(r.chunk, r.chunk).toMatch(/^\[2024-03-0[29]\] (user|assistant): [^\n]+$/);
+      expect(r.chunk!.match(/\b(user|assistant): /g), r.chunk).toHaveLength(1);
+    }
+    const hike = await client.search({ q: 'weekend hike near the coast', containerTag: tagC, searchMode: 'documents', limit: 1 });
+    expect(hike.results[0]!.chunk).toBe('[2024-03-09] user: Can you suggest a weekend hike near the coast?');
   });
 
   it('bad input: a 400 the SDK throws as BadRequestError, naming the field', async () => {

@@ -32,7 +32,7 @@ const USAGE = `memstream — a self-hostable content memory service
         [--all | --tag T | --filter JSON | --failed] [--dry-run] [--yes] [--no-wait]
                                        process the selected documents again from a stage, as a new
                                        revision (memstream must be up); waits until they are done
-  ./memstream replay embed --model <hashed:DIM | static | openai:MODEL[:DIM] | onnx:DIR> [--dry-run] [--yes]
+  ./memstream replay embed --model <static | hashed:DIM | openai:MODEL[:DIM] | onnx:DIR> [--dry-run] [--yes]
                                        embed every chunk with a new model into a shadow index, then
                                        switch search and new documents to it (memstream must be up)
   ./memstream import PATH... [--tag T] [--metadata JSON] [--wait] [--concurrency N] [--url URL] [--key KEY]

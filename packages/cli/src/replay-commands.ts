@@ -60,7 +60,7 @@ Processes the selected documents again from a stage, as a new revision (memstrea
 Reads the whole MEMORY log into a fresh memory store (<data dir>/memories.rebuild.sqlite), without
 calling any extractor (each decision is in the log), and compares it memory by memory with the live
 memories.sqlite. --swap makes it the live one (stop memstream first).`,
-  embed: `usage: ./memstream replay embed --model <hashed:DIM | openai:MODEL[:DIM] | onnx:DIR> [--dry-run] [--yes] [--wait-timeout S]
+  embed: `usage: ./memstream replay embed --model <static | hashed:DIM | openai:MODEL[:DIM] | onnx:DIR> [--dry-run] [--yes] [--wait-timeout S]
 
 Embeds every chunk with a new model into a shadow index, catches up, then switches search and new
 documents to it (memstream must be up).`,

@@ -8,10 +8,15 @@ const Schema = z.object(embedderEnv).superRefine(checkEmbedderEnv);
 const parse = (env: Record<string, string>) => Schema.parse(env);
 
 describe('embedding settings from the environment', () => {
+  it('defaults to the static model when EMBEDDER is unset', () => {
+    expect(embedderConfigFrom(parse({}))).toEqual({ kind: 'static' });
+    expect(parse({}).EMBEDDER).toBe('static');
+  });
+
   it('keeps the 384 default for hashed and openai while EMBEDDING_DIM is unset, and leaves onnx to the model', () => {
-    expect(embedderConfigFrom(parse({}))).toEqual({ kind: 'hashed', dim: 384 });
-    expect(embedderConfigFrom(parse({ EMBEDDING_DIM: '' }))).toEqual({ kind: 'hashed', dim: 384 });
-    expect(embedderConfigFrom(parse({ EMBEDDING_DIM: '256' }))).toEqual({ kind: 'hashed', dim: 256 });
+    expect(embedderConfigFrom(parse({ EMBEDDER: 'hashed' }))).toEqual({ kind: 'hashed', dim: 384 });
+    expect(embedderConfigFrom(parse({ EMBEDDER: 'hashed', EMBEDDING_DIM: '' }))).toEqual({ kind: 'hashed', dim: 384 });
+    expect(embedderConfigFrom(parse({ EMBEDDER: 'hashed', EMBEDDING_DIM: '256' }))).toEqual({ kind: 'hashed', dim: 256 });
     expect(embedderConfigFrom(parse({ EMBEDDER: 'openai', EMBEDDING_MODEL: 'm' }))).toMatchObject({ kind: 'openai', dim: 384, burst: 1 });
   });
 
