@@ -1,5 +1,6 @@
 import { z } from 'zod';
 import { commonEnv, parseEnv } from '@memstream/kit';
+import { DEFAULT_WORKER_NICE } from './stack.js';
 
 /** The launcher's environment: the README's configuration table, in code. */
 export const Config = z.object({
@@ -17,6 +18,8 @@ export const Config = z.object({
   QDRANT_MEMORY_COLLECTION: z.string().regex(/^[A-Za-z0-9_-]{1,100}$/).default('memstream_memories'),
   LOG_LEVEL: z.enum(['fatal', 'error', 'warn', 'info', 'debug', 'trace', 'silent']).default('info'),
   MEMSTREAM_ACK_WAIT_MS: z.coerce.number().int().min(1000).optional(),
+  /** `up`: the nice value of the pipeline's workers (the gateway and nats-server keep the launcher's); 0 makes them equal. */
+  MEMSTREAM_WORKER_NICE: z.coerce.number().int().min(0).max(19).default(DEFAULT_WORKER_NICE),
   MEMSTREAM_STREAM_REPLICAS: commonEnv.MEMSTREAM_STREAM_REPLICAS,
   /** `import` and `mcp`: the running memstream to talk to (default http://MEMSTREAM_HOST:MEMSTREAM_PORT). */
   MEMSTREAM_URL: z.url().optional(),

@@ -9,7 +9,7 @@ import { createLogger, errorMessage } from '@memstream/kit';
 import { openDocumentViews, SqliteDocumentViews, MongoDocumentViews, type DocumentViews } from '@memstream/views';
 import { loadConfig, type Config } from './config.js';
 import { startNatsServer, type NatsServerHandle } from './nats-server.js';
-import { REPO_ROOT, SERVICES, spawnService, stopProcess, type ServiceName, type ServiceProcess } from './stack.js';
+import { REPO_ROOT, SERVICES, spawnLauncherLayout, spawnService, stopProcess, type ServiceName, type ServiceProcess } from './stack.js';
 import { serviceBundles } from './bundle.js';
 import { compareViews, progressBar, rebuildViews } from './replay.js';
 import { REPLAY_USAGE, replayEmbed, replayIndex, replayMemories, replayRedrive, runningNatsUrl } from './replay-commands.js';
@@ -41,7 +41,7 @@ const USAGE = `memstream — a self-hostable content memory service
   ./memstream mcp [--url URL] [--key KEY]
                                        an MCP server on stdio for desktop clients, bridged to a running
                                        memstream's /mcp (docs/mcp.md)
-  ./memstream bench [ingest|search|retrieval|scaling|extract-pdf|conversations] [flags]
+  ./memstream bench [ingest|load|search|retrieval|scaling|extract-pdf|conversations|memorizer] [flags]
                                        benchmarks, each on a private stack or data (README: Benchmarks)
 
 Configuration (environment): MEMSTREAM_PORT (8787), MEMSTREAM_HOST (127.0.0.1), MEMSTREAM_API_KEY,
@@ -119,6 +119,9 @@ async function up(config: Config): Promise<void> {
     MEMSTREAM_EXIT_WITH_PARENT: String(process.pid),
   };
   const onLog = logSink();
+  // The pipeline's workers' nice value (MEMSTREAM_WORKER_NICE, 0 by default; stack.ts, DEFAULT_WORKER_NICE).
+  const nice = config.MEMSTREAM_WORKER_NICE;
+  const niceOf = (name: ServiceName) => (name === 'gateway' ? 0 : nice);
   const procs = new Map<ServiceName, ServiceProcess>();
   let stopping = false;
 
@@ -135,7 +138,7 @@ async function up(config: Config): Promise<void> {
         return;
       }
       log.warn({ service: p.name, code, signal }, 'service exited: restarting');
-      spawnService(p.name, { env, onLog, detached: true, bundleDir })
+      spawnService(p.name, { env, onLog, detached: true, bundleDir, nice: niceOf(p.name) })
         .then((np) => {
           log.info({ service: np.name, ms: Date.now() - now, ...(np.opsUrl ? { opsUrl: np.opsUrl } : {}) }, 'service restarted (its ops port may have moved)');
           procs.set(np.name, np);
@@ -210,10 +213,8 @@ async function up(config: Config): Promise<void> {
   process.on('SIGTERM', () => onSignal('SIGTERM'));
 
   try {
-    const workers = SERVICES.filter((s) => s !== 'gateway');
-    for (const p of await Promise.all(workers.map((s) => spawnService(s, { env, onLog, detached: true, bundleDir })))) procs.set(p.name, p);
-    const gw = await spawnService('gateway', { env, onLog, detached: true, bundleDir });
-    procs.set('gateway', gw);
+    for (const p of await spawnLauncherLayout({ env, onLog, detached: true, bundleDir, workerNice: nice })) procs.set(p.name, p);
+    const gw = procs.get('gateway')!;
     for (const p of procs.values()) supervise(p);
     const url = gw.url ?? `http://${config.MEMSTREAM_HOST}:${config.MEMSTREAM_PORT}`;
     process.stdout.write(

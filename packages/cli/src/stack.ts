@@ -1,4 +1,6 @@
 import { spawn, type ChildProcess } from 'node:child_process';
+import { existsSync } from 'node:fs';
+import { setPriority } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
 import { SERVICE_NAMES } from '@memstream/contracts';
@@ -35,6 +37,34 @@ export interface SpawnOptions {
    * node; absent: its TypeScript through tsx, with no build step.
    */
   bundleDir?: string | undefined;
+  /**
+   * Start the process at this nice value (0: as the caller; higher: a lower CPU priority). Given
+   * at the exec, through `nice`, so every thread of the process has it, not only the main one.
+   */
+  nice?: number;
+}
+
+/**
+ * The nice value `./memstream up` starts the pipeline's workers at (the gateway and nats-server
+ * stay at the launcher's): `MEMSTREAM_WORKER_NICE` (config.ts), 0 by default. Above 0 the workers
+ * take only the CPU the front door leaves, so a backlog cannot slow the answers to adds; but on a
+ * machine shared with other busy processes they then get almost none (measured in docs/pipeline.md,
+ * "Load": at load average 40, workers at nice 10 took about 5 minutes to start).
+ */
+export const DEFAULT_WORKER_NICE = 0;
+
+const NICE_BIN = ['/usr/bin/nice', '/bin/nice'].find((f) => existsSync(f));
+
+/**
+ * The launcher's process layout: every worker at once, each its own process at `nice`, then the
+ * gateway (once the workers are ready) at the launcher's priority. `./memstream up` and the
+ * benches that run "as up does" (bench/load.ts) start it through here.
+ */
+export async function spawnLauncherLayout(opts: SpawnOptions & { workerNice?: number }): Promise<ServiceProcess[]> {
+  const { workerNice: nice = DEFAULT_WORKER_NICE, ...rest } = opts;
+  const workers = await Promise.all(SERVICES.filter((s) => s !== 'gateway').map((s) => spawnService(s, { ...rest, nice })));
+  const gateway = await spawnService('gateway', rest);
+  return [...workers, gateway];
 }
 
 /**
@@ -49,12 +79,24 @@ export function spawnService(name: ServiceName, opts: SpawnOptions): Promise<Ser
   env.MEMSTREAM_OPS_PORT = opts.env.MEMSTREAM_OPS_PORT ?? '0';
   // Readiness is read from the `ready` log line, which is info: never start a service quieter than that.
   if (['warn', 'error', 'fatal', 'silent'].includes(env.LOG_LEVEL ?? '')) env.LOG_LEVEL = 'info';
-  const child = spawn(process.execPath, [...(process.env.MEMSTREAM_CPU_PROF ? ['--cpu-prof', '--cpu-prof-dir=' + process.env.MEMSTREAM_CPU_PROF] : []), ...(opts.bundleDir ? ['--enable-source-maps'] : ['--import', 'tsx']), entry], {
+  const argv = [process.execPath, ...(process.env.MEMSTREAM_CPU_PROF ? ['--cpu-prof', '--cpu-prof-dir=' + process.env.MEMSTREAM_CPU_PROF] : []), ...(opts.bundleDir ? ['--enable-source-maps'] : ['--import', 'tsx']), entry];
+  // `nice` execs node in place: the pid is node's, signals reach it as before.
+  const viaNice = opts.nice && NICE_BIN ? [NICE_BIN, '-n', String(opts.nice)] : [];
+  const [bin, ...args] = [...viaNice, ...argv];
+  const child = spawn(bin!, args, {
     cwd: REPO_ROOT,
     env,
     stdio: ['ignore', 'pipe', 'pipe'],
     detached: opts.detached ?? false,
   });
+  // Without a `nice` binary: the main thread (the event loop, nearly all of a worker's CPU) at least.
+  if (opts.nice && !NICE_BIN && child.pid) {
+    try {
+      setPriority(child.pid, opts.nice);
+    } catch {
+      // not permitted here: the process runs at the caller's priority
+    }
+  }
   return new Promise((resolve, reject) => {
     let tail = '';
     let ready = false;

@@ -1,0 +1,348 @@
+/**
+ * Load benchmark: adds at a FIXED arrival rate for a fixed time, from a real load generator.
+ *
+ *   ./memstream bench load [--rate 1000] [--seconds 30] [--connections N]
+ *
+ * Starts a private stack exactly as `./memstream up` runs it (spawnLauncherLayout: one process per
+ * service from their compiled bundles, the workers at the launcher's nice value; its own nats-server on a free loopback port,
+ * its own data dir), then, in one run:
+ *   1. ceiling A: raw JetStream publishes of the same payloads at the same rate (one publish sent
+ *      every 1/rate s whatever the others are doing; latency from send to the server's ack);
+ *   2. ceiling B: the gateway's answer to a trivial authenticated GET at the same rate (autocannon);
+ *   3. the adds: POST /v3/documents, 2 KB distinct text bodies over a few container tags, at the
+ *      rate (autocannon `overallRate`), while the pipeline works through them; then how long the
+ *      backlog takes to drain.
+ * Reports offered vs achieved rate, latency p50/p90/p99/max, non-2xx and errors, documents done
+ * during the window and the drain time, and the CPU each process used; one JSON line at the end.
+ * Figures, not assertions.
+ */
+import { execFileSync } from 'node:child_process';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
+import path from 'node:path';
+import autocannon from 'autocannon';
+import { StorageType } from '@nats-io/jetstream';
+import { connectBus } from '@memstream/bus';
+import { commandArgs, DEFAULT_WORKER_NICE, REPO_ROOT, SERVICES, serviceBundles, spawnLauncherLayout, startNatsServer, stopProcess, type ServiceProcess } from '@memstream/cli';
+import { createLogger } from '@memstream/kit';
+import { SqliteDocumentViews } from '@memstream/views';
+import { makeDoc } from './bench-docs.js';
+
+const USAGE = `usage: ./memstream bench load [--rate 1000] [--seconds 30] [--connections N] [--ceiling-seconds S] [--tags 4] [--task-type superrag|memory] [--worker-nice N] [--max-drain-seconds 900] [--json]
+
+Adds (POST /v3/documents, 2 KB distinct text) at a fixed arrival rate for a fixed time, from autocannon, against a
+private stack started as ./memstream up starts it. Beside them, in the same run, the same rate of raw JetStream
+publishes of the same payloads and of a trivial authenticated GET. Prints offered and achieved rate, latency
+p50/p90/p99/max, non-2xx and errors, the pipeline's progress during the window and its drain time, CPU per process.
+
+  --rate             requests per second offered (default 1000)
+  --seconds          how long the adds are offered (default 30)
+  --connections      HTTP connections autocannon spreads the rate over (default rate/100, at least 1; see docs/pipeline.md "Load")
+  --ceiling-seconds  how long each ceiling is offered (default min(seconds, 10))
+  --tags             how many container tags the documents are spread over (default 4)
+  --task-type        the documents' taskType (default superrag: no memorizer work after indexing)
+  --worker-nice      the pipeline workers' nice value (default ${DEFAULT_WORKER_NICE}, as ./memstream up without MEMSTREAM_WORKER_NICE)
+  --max-drain-seconds how long to wait for the backlog after the window (default 900; then reported as not drained)
+  --json             print only the JSON line`;
+
+const { values } = commandArgs('bench load', USAGE, {
+  options: {
+    rate: { type: 'string', default: '1000' },
+    seconds: { type: 'string', default: '30' },
+    connections: { type: 'string' },
+    'ceiling-seconds': { type: 'string' },
+    tags: { type: 'string', default: '4' },
+    'task-type': { type: 'string', default: 'superrag' },
+    'worker-nice': { type: 'string', default: String(DEFAULT_WORKER_NICE) },
+    'max-drain-seconds': { type: 'string', default: '900' },
+    json: { type: 'boolean', default: false },
+  },
+});
+
+function intFlag(name: string, v: string | undefined, min: number, max: number): number {
+  const n = Number(v);
+  if (!Number.isInteger(n) || n < min || n > max) {
+    process.stderr.write(`memstream bench load: --${name} must be an integer from ${min} to ${max} (got ${JSON.stringify(v)})\n`);
+    process.exit(2);
+  }
+  return n;
+}
+const RATE = intFlag('rate', values.rate, 1, 100_000);
+const SECONDS = intFlag('seconds', values.seconds, 1, 3600);
+const CONNECTIONS = intFlag('connections', values.connections ?? String(Math.max(1, Math.ceil(RATE / 100))), 1, 10_000);
+const CEILING_SECONDS = intFlag('ceiling-seconds', values['ceiling-seconds'] ?? String(Math.min(SECONDS, 10)), 1, 3600);
+const TAGS = intFlag('tags', values.tags, 1, 1000);
+const NICE = intFlag('worker-nice', values['worker-nice'], 0, 19);
+const MAX_DRAIN = intFlag('max-drain-seconds', values['max-drain-seconds'], 0, 86_400);
+const TASK_TYPE = values['task-type'];
+if (TASK_TYPE !== 'superrag' && TASK_TYPE !== 'memory') {
+  process.stderr.write(`memstream bench load: --task-type must be superrag or memory (got ${JSON.stringify(TASK_TYPE)})\n`);
+  process.exit(2);
+}
+
+/** Clock ticks per second of /proc/<pid>/stat's CPU times. */
+const CLK_TCK = (() => {
+  try {
+    return Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
+  } catch {
+    return 100;
+  }
+})();
+
+/** CPU time (user + system) a process has used so far, in ms; NaN when it cannot be read. */
+function cpuMs(pid: number | undefined): number {
+  if (!pid) return NaN;
+  try {
+    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
+    return ((Number(f[11]) + Number(f[12])) / CLK_TCK) * 1000;
+  } catch {
+    return NaN;
+  }
+}
+
+function pct(sorted: number[], p: number): number {
+  if (sorted.length === 0) return NaN;
+  return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
+}
+
+const ms = (x: number) => +x.toFixed(2);
+
+interface Latency {
+  p50: number;
+  p90: number;
+  p99: number;
+  max: number;
+}
+
+interface Leg {
+  offeredPerSec: number;
+  achievedPerSec: number;
+  ok: number;
+  non2xx: number;
+  errors: number;
+  timeouts: number;
+  /** autocannon's (corrected for coordinated omission) or, for JetStream, as measured. */
+  latencyMs: Latency;
+  /** HTTP legs: each 2xx answer's latency as measured, without autocannon's corrections. */
+  rawLatencyMs?: Latency;
+}
+
+/** One autocannon run at a fixed overall rate; `body(i)` gives request i's body (none for a GET). */
+async function cannon(opts: { url: string; method: 'GET' | 'POST'; apiKey: string; seconds: number; body?: (i: number) => string }): Promise<Leg> {
+  let i = 0;
+  const t0 = performance.now();
+  // Each answered request's own latency, as measured (autocannon's histogram adds coordinated-omission corrections).
+  const raw: number[] = [];
+  const result = await new Promise<autocannon.Result>((resolve, reject) => {
+    const instance = autocannon(
+      {
+        url: opts.url,
+        method: opts.method,
+        connections: CONNECTIONS,
+        overallRate: RATE,
+        duration: opts.seconds,
+        timeout: 10,
+        headers: { authorization: `Bearer ${opts.apiKey}`, 'content-type': 'application/json' },
+        requests: [
+          {
+            method: opts.method,
+            setupRequest: (req) => (opts.body ? { ...req, body: opts.body(i++) } : req),
+          },
+        ],
+      },
+      (err, res) => (err ? reject(err) : resolve(res)),
+    );
+    instance.on('response', (_client, statusCode, _bytes, responseTime) => {
+      if (statusCode >= 200 && statusCode < 300) raw.push(responseTime);
+    });
+  });
+  raw.sort((a, b) => a - b);
+  const secs = (performance.now() - t0) / 1000;
+  const ok = result['2xx'];
+  return {
+    offeredPerSec: RATE,
+    achievedPerSec: Math.round(ok / Math.min(secs, result.duration || secs)),
+    ok,
+    non2xx: result.non2xx,
+    errors: result.errors,
+    timeouts: result.timeouts,
+    latencyMs: { p50: result.latency.p50, p90: result.latency.p90, p99: result.latency.p99, max: result.latency.max },
+    rawLatencyMs: { p50: ms(pct(raw, 50)), p90: ms(pct(raw, 90)), p99: ms(pct(raw, 99)), max: ms(raw.at(-1) ?? NaN) },
+  };
+}
+
+async function main(): Promise<void> {
+  const dir = mkdtempSync(path.join(tmpdir(), 'memstream-load-'));
+  const log = createLogger('bench', { level: 'warn' });
+  const nats = await startNatsServer({ storeDir: path.join(dir, 'nats') });
+  const apiKey = 'ms_bench_' + 'x'.repeat(20);
+  // The environment `./memstream up` gives its services (packages/cli/src/main.ts), on a free port.
+  const env: Record<string, string> = {
+    NATS_URL: nats.url,
+    MEMSTREAM_DATA_DIR: dir,
+    MEMSTREAM_API_KEY: apiKey,
+    MEMSTREAM_PORT: '0',
+    MEMSTREAM_HOST: '127.0.0.1',
+    LOG_LEVEL: 'info',
+    MEMSTREAM_LOG_PRETTY: '0',
+    MEMSTREAM_EXIT_WITH_PARENT: String(process.pid),
+  };
+  const procs: ServiceProcess[] = [];
+  const tags = Array.from({ length: TAGS }, (_, t) => `load-${t}`);
+  const addBody = (i: number) => JSON.stringify({ content: makeDoc(i), containerTag: tags[i % TAGS], taskType: TASK_TYPE });
+  try {
+    const readyTimeoutMs = Number(process.env.MEMSTREAM_TEST_READY_MS ?? 60_000);
+    // As `up`: the services' ahead-of-time bundles on plain node (MEMSTREAM_TSX=1: through tsx).
+    const bundleDir = process.env.MEMSTREAM_TSX === '1' ? undefined : await serviceBundles(REPO_ROOT, SERVICES);
+    procs.push(...(await spawnLauncherLayout({ env, readyTimeoutMs, bundleDir, workerNice: NICE })));
+    const url = procs.find((p) => p.name === 'gateway')!.url!;
+    const cpuOf = (): Record<string, number> => ({
+      ...Object.fromEntries(procs.map((p) => [p.name, cpuMs(p.child.pid)])),
+      'nats-server': cpuMs(nats.pid()),
+      'load generator (this process)': (process.cpuUsage().user + process.cpuUsage().system) / 1000,
+    });
+    const cpuSince = (a: Record<string, number>, secs: number) => {
+      const b = cpuOf();
+      // Per process: CPU ms used per second of the leg, i.e. the share of one core in ‰ / 10 → %.
+      return Object.fromEntries(Object.keys(a).map((k) => [k, Math.round(((b[k]! - a[k]!) / (secs * 1000)) * 100)]));
+    };
+
+    // Ceiling A: raw JetStream publishes of the same payloads (bodies of other indices, so the
+    // adds' stay distinct), at the rate, on this broker, into a file stream of its own.
+    const bus = await connectBus({ url: nats.url, name: 'bench-load', log });
+    await bus.jsm.streams.add({ name: 'BENCHLOAD', subjects: ['benchload.>'], storage: StorageType.File });
+    const enc = new TextEncoder();
+    const pubLat: number[] = [];
+    let pubErrors = 0;
+    const pubCpu = cpuOf();
+    const p0 = performance.now();
+    const total = RATE * CEILING_SECONDS;
+    const inflight: Promise<void>[] = [];
+    for (let k = 0; k < total; ) {
+      const due = Math.min(total, Math.floor(((performance.now() - p0) / 1000) * RATE) + 1);
+      for (; k < due; k++) {
+        const data = enc.encode(addBody(10_000_000 + k));
+        const t = performance.now();
+        inflight.push(
+          bus.js.publish(`benchload.${k % TAGS}`, data, { msgID: `l${k}` }).then(
+            () => void pubLat.push(performance.now() - t),
+            () => void pubErrors++,
+          ),
+        );
+      }
+      await new Promise((r) => setTimeout(r, 1));
+    }
+    await Promise.all(inflight);
+    const pubSecs = (performance.now() - p0) / 1000;
+    const pubCpuPct = cpuSince(pubCpu, pubSecs);
+    await bus.jsm.streams.delete('BENCHLOAD');
+    pubLat.sort((a, b) => a - b);
+    const jetstream: Leg = {
+      offeredPerSec: RATE,
+      achievedPerSec: Math.round(pubLat.length / pubSecs),
+      ok: pubLat.length,
+      non2xx: 0,
+      errors: pubErrors,
+      timeouts: 0,
+      latencyMs: { p50: ms(pct(pubLat, 50)), p90: ms(pct(pubLat, 90)), p99: ms(pct(pubLat, 99)), max: ms(pubLat.at(-1) ?? NaN) },
+    };
+
+    // Ceiling B: a trivial authenticated GET (the documents in flight: none yet) at the rate.
+    const getCpu = cpuOf();
+    const get = await cannon({ url: `${url}/v3/documents/processing`, method: 'GET', apiKey, seconds: CEILING_SECONDS });
+    const getCpuPct = cpuSince(getCpu, CEILING_SECONDS);
+
+    // The adds, while the pipeline works; each add's document done = its indexed event.
+    const views = SqliteDocumentViews.open(path.join(dir, 'views.sqlite'));
+    const addCpu = cpuOf();
+    const a0 = performance.now();
+    const add = await cannon({ url: `${url}/v3/documents`, method: 'POST', apiKey, seconds: SECONDS, body: addBody });
+    const addSecs = (performance.now() - a0) / 1000;
+    const addCpuPct = cpuSince(addCpu, addSecs);
+    const atEnd = await views.countByStatus();
+    const doneInWindow = atEnd.done + atEnd.failed;
+
+    // The backlog: until every document the gateway accepted is done or failed. Accepted counts
+    // the adds autocannon saw answered and any still in flight when it stopped (the views hold them).
+    const drainCpu = cpuOf();
+    const d0 = performance.now();
+    const deadline = Date.now() + MAX_DRAIN * 1000;
+    const tally = (c: Record<string, number>) => ({ all: Object.values(c).reduce((a, b) => a + b, 0), finished: (c.done ?? 0) + (c.failed ?? 0) });
+    let counts = atEnd;
+    const finished = () => tally(counts).finished >= Math.max(add.ok, tally(counts).all);
+    while (!finished() && Date.now() < deadline) {
+      await new Promise((r) => setTimeout(r, 100));
+      counts = await views.countByStatus();
+    }
+    const drainSecs = (performance.now() - d0) / 1000;
+    const drainCpuPct = cpuSince(drainCpu, drainSecs);
+    const drained = finished();
+    const accepted = Math.max(add.ok, tally(counts).all);
+    await views.close();
+    await bus.close();
+
+    const load = loadavg().map((x) => +x.toFixed(2));
+    const result = {
+      bench: 'load',
+      machine: `${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.versions.node}, nats-server ${nats.version}`,
+      loadAverage: load,
+      rate: RATE,
+      seconds: SECONDS,
+      connections: CONNECTIONS,
+      ceilingSeconds: CEILING_SECONDS,
+      tags: TAGS,
+      taskType: TASK_TYPE,
+      workerNice: NICE,
+      docBytes: 2048,
+      add,
+      pipeline: {
+        accepted,
+        doneDuringWindow: doneInWindow,
+        drainSecs: drained ? +drainSecs.toFixed(1) : null,
+        done: counts.done,
+        failed: counts.failed,
+        endToEndDocsPerSec: drained ? Math.round(accepted / (addSecs + drainSecs)) : null,
+      },
+      ceilingJetStreamPublish: jetstream,
+      ceilingAuthenticatedGet: get,
+      addP99VsJetStreamP99: +(add.latencyMs.p99 / jetstream.latencyMs.p99).toFixed(2),
+      addP99VsGetP99: +(add.latencyMs.p99 / get.latencyMs.p99).toFixed(2),
+      // Share of one core each process used, in %, during each leg.
+      cpuPercent: { jetstreamCeiling: pubCpuPct, getCeiling: getCpuPct, adds: addCpuPct, drain: drainCpuPct },
+    };
+    if (!values.json) {
+      const leg = (name: string, l: Leg) =>
+        `  ${name.padEnd(28)} offered ${l.offeredPerSec}/s, achieved ${l.achievedPerSec}/s; p50 ${l.latencyMs.p50} ms, p90 ${l.latencyMs.p90} ms, p99 ${l.latencyMs.p99} ms, max ${l.latencyMs.max} ms${l.rawLatencyMs ? ` (uncorrected: p50 ${l.rawLatencyMs.p50}, p90 ${l.rawLatencyMs.p90}, p99 ${l.rawLatencyMs.p99} ms)` : ''}; ${l.ok} ok, non-2xx ${l.non2xx}, errors ${l.errors}, timeouts ${l.timeouts}`;
+      const cpu = (c: Record<string, number>) =>
+        Object.entries(c)
+          .sort((a, b) => b[1] - a[1])
+          .map(([k, v]) => `${k} ${v}`)
+          .join(', ');
+      process.stdout.write(
+        [
+          `memstream load bench — ${result.machine}; load average ${load.join(' ')} at the end`,
+          `  POST /v3/documents, 2 KB distinct text over ${TAGS} tags (taskType ${TASK_TYPE}), ${RATE}/s for ${SECONDS} s, ${CONNECTIONS} connections (autocannon overallRate); workers at nice ${NICE}`,
+          leg('adds', add),
+          leg(`ceiling: JetStream publish`, jetstream),
+          leg(`ceiling: authenticated GET`, get),
+          `  pipeline                     ${doneInWindow} of ${accepted} accepted documents done during the window; ${drained ? `the backlog drained ${drainSecs.toFixed(1)} s after it` : `not drained after ${MAX_DRAIN} s (${counts.done} done, ${counts.failed} failed)`}; failed ${counts.failed}`,
+          `  CPU, % of one core, adds     ${cpu(addCpuPct)}`,
+          `  CPU, % of one core, drain    ${cpu(drainCpuPct)}`,
+          `  CPU, % of one core, ceilings JetStream: ${cpu(pubCpuPct)}; GET: ${cpu(getCpuPct)}`,
+          '',
+        ].join('\n'),
+      );
+    }
+    process.stdout.write(JSON.stringify(result) + '\n');
+  } finally {
+    await Promise.all(procs.map((p) => stopProcess(p.child)));
+    await nats.stop();
+    rmSync(dir, { recursive: true, force: true });
+  }
+}
+
+main().catch((err) => {
+  process.stderr.write(`bench failed: ${(err as Error).stack ?? err}\n`);
+  process.exit(1);
+});
