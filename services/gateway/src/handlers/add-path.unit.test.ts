@@ -44,3 +44,20 @@ describe('add: the log is read only when there may be history', () => {
     expect(calls.publish).toEqual([{ expectLastSeq: 0 }, { expectLastSeq: 1 }]);
   });
 });
+
+describe('add: the reads of the tag context and the settings', () => {
+  it('are in flight together, not one round trip to the broker after the other', async () => {
+    const { ports: base } = ports();
+    let inFlight = 0;
+    let most = 0;
+    const read = async <T>(value: T): Promise<T> => {
+      most = Math.max(most, ++inFlight);
+      await new Promise((r) => setTimeout(r, 5));
+      inFlight--;
+      return value;
+    };
+    const p = { ...base, tagContexts: { get: () => read(null), set: async () => {} }, settings: { get: () => read({}), update: async () => ({}) } } as unknown as GatewayPorts;
+    expect((await addDocument(p, { content: 'hello', containerTag: 'a' })).status).toBe('queued');
+    expect(most).toBe(2);
+  });
+});
