@@ -119,7 +119,7 @@ async function up(config: Config): Promise<void> {
     MEMSTREAM_EXIT_WITH_PARENT: String(process.pid),
   };
   const onLog = logSink();
-  // The pipeline's workers' nice value (MEMSTREAM_WORKER_NICE, 0 by default; stack.ts, DEFAULT_WORKER_NICE).
+  // The pipeline's workers run at a lower CPU priority than the gateway (MEMSTREAM_WORKER_NICE; stack.ts, DEFAULT_WORKER_NICE).
   const nice = config.MEMSTREAM_WORKER_NICE;
   const niceOf = (name: ServiceName) => (name === 'gateway' ? 0 : nice);
   const procs = new Map<ServiceName, ServiceProcess>();
