@@ -11,6 +11,7 @@ import { loadConfig, type Config } from './config.js';
 import { startNatsServer, type NatsServerHandle } from './nats-server.js';
 import { REPO_ROOT, SERVICES, spawnLauncherLayout, spawnService, stopProcess, type ServiceName, type ServiceProcess } from './stack.js';
 import { serviceBundles } from './bundle.js';
+import { keepEarlierDefaultModel } from './earlier-model.js';
 import { compareViews, progressBar, rebuildViews } from './replay.js';
 import { REPLAY_USAGE, replayEmbed, replayIndex, replayMemories, replayRedrive, runningNatsUrl } from './replay-commands.js';
 import { importCommand } from './import/command.js';
@@ -106,6 +107,22 @@ async function up(config: Config): Promise<void> {
     // `replay redrive` and `replay embed` find the running server here (the URL carries its credentials).
     writeFileSync(path.join(dir, 'nats.url'), natsUrl + '\n', { mode: 0o600 });
     log.info({ url: nats.address, version: nats.version, fsync: nats.syncAlways ? 'always' : 'every 2 min (nats-server < 2.10 has no sync_interval)' }, 'nats-server started');
+  }
+  {
+    // Before any service starts: a store made under the earlier default model keeps it (./earlier-model.ts).
+    const bus = await connectBus({ url: natsUrl, name: 'memstream-up', log });
+    try {
+      const kept = await keepEarlierDefaultModel(bus, dir, process.env);
+      if (kept) {
+        log.warn(
+          { model: kept.model },
+          `this store's documents were embedded with ${kept.model}, the default model before the static one, and EMBEDDER is not set: it stays the active model. ` +
+            'Switch with ./memstream replay embed --model static (docs/embedders.md)',
+        );
+      }
+    } finally {
+      await bus.close();
+    }
   }
   const env: Record<string, string> = {
     NATS_URL: natsUrl,
