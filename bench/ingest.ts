@@ -12,8 +12,9 @@
  * flight). Figures, not assertions.
  */
 import { makeDoc } from './bench-docs.js';
-import { execFileSync, spawn } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { cpuMs } from './proc-cpu.js';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir, cpus, totalmem } from 'node:os';
 import path from 'node:path';
 import { StorageType } from '@nats-io/jetstream';
@@ -41,28 +42,6 @@ const C = Number(values.concurrency);
 // The memorizer resolves one tag serially, and the bench puts every memory document in one tag: its phase can be
 // sized on its own so a large superrag run does not wait on it.
 const NM = Number(values['memory-docs'] ?? values.docs);
-
-/** Clock ticks per second of /proc/<pid>/stat's CPU times. */
-const CLK_TCK = (() => {
-  try {
-    return Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
-  } catch {
-    return 100;
-  }
-})();
-
-/** CPU time (user + system) a process has used so far, in ms; NaN when it cannot be read (not Linux, gone). */
-function cpuMs(pid: number | undefined): number {
-  if (!pid) return NaN;
-  try {
-    // The command name (field 2) may hold spaces; the fields after its closing parenthesis do not.
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return ((Number(f[11]) + Number(f[12])) / CLK_TCK) * 1000;
-  } catch {
-    return NaN;
-  }
-}
 
 /** Every worker in one Node process (bench/workers-in-one-process.ts), resolved once each has logged `ready`. */
 function spawnWorkersInOneProcess(env: Record<string, string>): Promise<ServiceProcess> {

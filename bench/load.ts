@@ -16,8 +16,7 @@
  * during the window and the drain time, and the CPU each process used; one JSON line at the end.
  * Figures, not assertions.
  */
-import { execFileSync } from 'node:child_process';
-import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
+import { mkdtempSync, rmSync } from 'node:fs';
 import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
 import path from 'node:path';
 import autocannon from 'autocannon';
@@ -27,6 +26,7 @@ import { commandArgs, DEFAULT_WORKER_NICE, REPO_ROOT, SERVICES, serviceBundles, 
 import { createLogger } from '@memstream/kit';
 import { SqliteDocumentViews } from '@memstream/views';
 import { makeDoc } from './bench-docs.js';
+import { cpuMs } from './proc-cpu.js';
 
 const USAGE = `usage: ./memstream bench load [--rate 1000] [--seconds 30] [--connections N] [--ceiling-seconds S] [--tags 4] [--task-type superrag|memory] [--worker-nice N] [--max-drain-seconds 900] [--json]
 
@@ -78,27 +78,6 @@ const TASK_TYPE = values['task-type'];
 if (TASK_TYPE !== 'superrag' && TASK_TYPE !== 'memory') {
   process.stderr.write(`memstream bench load: --task-type must be superrag or memory (got ${JSON.stringify(TASK_TYPE)})\n`);
   process.exit(2);
-}
-
-/** Clock ticks per second of /proc/<pid>/stat's CPU times. */
-const CLK_TCK = (() => {
-  try {
-    return Number(execFileSync('getconf', ['CLK_TCK'], { encoding: 'utf8' }).trim()) || 100;
-  } catch {
-    return 100;
-  }
-})();
-
-/** CPU time (user + system) a process has used so far, in ms; NaN when it cannot be read. */
-function cpuMs(pid: number | undefined): number {
-  if (!pid) return NaN;
-  try {
-    const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
-    const f = stat.slice(stat.lastIndexOf(')') + 2).split(' ');
-    return ((Number(f[11]) + Number(f[12])) / CLK_TCK) * 1000;
-  } catch {
-    return NaN;
-  }
 }
 
 function pct(sorted: number[], p: number): number {
