@@ -7,6 +7,7 @@ import { createLogger } from '@memstream/kit';
 import Supermemory, { NotFoundError, PermissionDeniedError, BadRequestError } from 'supermemory';
 import { startTestStack, waitFor, type TestStack } from './support/stack.js';
 import { recordingClient, unique, waitForDoc } from './support/sdk.js';
+import { readEvents } from './support/sse.js';
 
 /**
  * The memory layer through the official SDK (client.profile, client.search, client.memories.*,
@@ -46,24 +47,7 @@ async function sse(baseUrl: string, apiKey: string, query: string) {
   const abort = new AbortController();
   const res = await fetch(`${baseUrl}/v3/events?${query}`, { headers: { authorization: `Bearer ${apiKey}` }, signal: abort.signal });
   expect(res.status).toBe(200);
-  const events: Array<{ seq: number; type: string; data: MemoryEvent }> = [];
-  let connected = false;
-  const reading = (async () => {
-    const dec = new TextDecoder();
-    let buffer = '';
-    for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
-      buffer += dec.decode(chunk, { stream: true });
-      let i: number;
-      while ((i = buffer.indexOf('\n\n')) >= 0) {
-        const block = buffer.slice(0, i);
-        buffer = buffer.slice(i + 2);
-        if (block.includes(': connected')) connected = true;
-        const f = Object.fromEntries(block.split('\n').filter((l) => !l.startsWith(':')).map((l) => [l.slice(0, l.indexOf(':')), l.slice(l.indexOf(':') + 1).trim()]));
-        if (f.data) events.push({ seq: Number(f.id), type: f.event!, data: JSON.parse(f.data) });
-      }
-    }
-  })().catch(() => undefined);
-  await waitFor('the event stream open', async () => (connected ? true : undefined), 10_000);
+  const { events, done: reading } = await readEvents<MemoryEvent>(res);
   return {
     events,
     close: async () => {
@@ -303,7 +287,7 @@ describe('memories through the official SDK', () => {
       expect(got.slice(0, n).sort()).toEqual(expected.slice(0, n).sort());
       expect(got.slice(n)).toEqual(expected.slice(n));
       expect(mine.events.every((e) => e.type === e.data.type && e.data.containerTag === tag && e.data.containerTags.join() === tag)).toBe(true);
-      const seqs = mine.events.map((e) => e.seq);
+      const seqs = mine.events.map((e) => e.id);
       expect([...seqs].sort((a, b) => a - b)).toEqual(seqs);
       expect(mine.events[0]!.data).toMatchObject({ documentId: doc.id, cause: 'extraction', version: 1 });
       expect(mine.events.find((e) => e.data.memoryId === bees.id)!.data).toMatchObject({ cause: 'direct-write', memory: 'Lena keeps bees on her roof.', version: 1 });

@@ -6,6 +6,7 @@ import { connectBus, type Bus } from '@memstream/bus';
 import { STREAM_DEAD_LETTERS, STREAM_LIFECYCLE } from '@memstream/contracts';
 import { createLogger } from '@memstream/kit';
 import { api, startTestStack, waitFor, type TestStack } from './support/stack.js';
+import { readEvents } from './support/sse.js';
 
 /**
  * Outbound lifecycle events over the whole stack: webhooks to a receiver on loopback (signed,
@@ -318,24 +319,7 @@ describe('outbound lifecycle events', () => {
     const res = await fetch(`${stack.baseUrl}/v3/events?containerTag=wh-sse`, { headers: { authorization: `Bearer ${stack.apiKey}` }, signal: abort.signal });
     expect(res.status).toBe(200);
     expect(res.headers.get('content-type')).toMatch(/^text\/event-stream/);
-    const events: Array<{ id: number; type: string; data: Received['json'] }> = [];
-    let buffer = '';
-    let connected = false;
-    const reading = (async () => {
-      const dec = new TextDecoder();
-      for await (const chunk of res.body as unknown as AsyncIterable<Uint8Array>) {
-        buffer += dec.decode(chunk, { stream: true });
-        let i: number;
-        while ((i = buffer.indexOf('\n\n')) >= 0) {
-          const block = buffer.slice(0, i);
-          buffer = buffer.slice(i + 2);
-          if (block.includes(': connected')) connected = true;
-          const f = Object.fromEntries(block.split('\n').filter((l) => !l.startsWith(':')).map((l) => [l.slice(0, l.indexOf(':')), l.slice(l.indexOf(':') + 1).trim()]));
-          if (f.data) events.push({ id: Number(f.id), type: f.event!, data: JSON.parse(f.data) });
-        }
-      }
-    })().catch(() => undefined);
-    await waitFor('the stream open', async () => (connected ? true : undefined), 10_000);
+    const { events, done: reading } = await readEvents<Received['json']>(res);
     const ids = await addDocs(2, 'wh-sse');
     await addDocs(1, 'wh-not-sse');
     // A URL on loopback: the extractor refuses to fetch it, so the document fails.
