@@ -5,6 +5,8 @@ export * from './runner.js';
 export * from './decide.js';
 export * from './stage.js';
 export * from './pull-loop.js';
+export * from './admission.js';
+export * from './acks.js';
 export * from './blobs.js';
 export * from './worker.js';
 export * from './testing.js';

@@ -51,4 +51,22 @@ describe('LaneBudget: the capacity a stage shares between its normal and bulk la
     b.set('normal', 0);
     expect(calls).toBe(2);
   });
+
+  it('while the later stages are busy, the bulk lane holds one message at a time, and takes its share again when they drain', () => {
+    const b = new LaneBudget(16);
+    let calls = 0;
+    b.onChange(() => calls++);
+    b.admit(false);
+    expect(calls).toBe(1);
+    expect(b.room('bulk')).toBe(1);
+    b.set('bulk', 1);
+    expect(b.room('bulk')).toBe(0);
+    // The normal lane is not affected.
+    expect(b.room('normal')).toBe(15);
+    b.admit(false);
+    expect(calls).toBe(2);
+    b.admit(true);
+    expect(calls).toBe(3);
+    expect(b.room('bulk')).toBe(15);
+  });
 });

@@ -58,6 +58,7 @@ export function nextBatch<T>(waiting: T[], size: number): T[] {
 export class LaneBudget {
   private readonly held: Record<Lane, number> = { normal: 0, bulk: 0 };
   private readonly listeners = new Set<() => void>();
+  private admitBulk = true;
   constructor(readonly capacity: number) {}
 
   /** How many more messages `lane` may take now. */
@@ -65,7 +66,16 @@ export class LaneBudget {
     const half = Math.floor(this.capacity / 2);
     if (lane === 'normal') return this.capacity - this.held.normal - Math.min(this.held.bulk, half);
     const limit = this.held.normal > 0 ? Math.max(1, half) : this.capacity - this.held.normal;
-    return limit - this.held.bulk;
+    // The stages after this one are busy (BULK_ADMISSION): one bulk message at a time, so the
+    // lane slows down but never stops.
+    return (this.admitBulk ? limit : Math.min(limit, 1)) - this.held.bulk;
+  }
+
+  /** Whether the stages after this one have room for bulk work (see BULK_ADMISSION and admission.ts). */
+  admit(open: boolean): void {
+    if (this.admitBulk === open) return;
+    this.admitBulk = open;
+    for (const l of this.listeners) l();
   }
 
   /** A lane's loop reports how many messages it holds now. */
@@ -134,6 +144,7 @@ export function pullLoop(opts: {
   let timer: NodeJS.Timeout | undefined;
   let periodMs = 0;
   const share = opts.lane;
+  const minPull = Math.max(1, Math.ceil(capacity / 4));
   /** How many more messages this loop may take now. */
   const room = (): number => (share ? share.budget.room(share.lane) : capacity - held.size);
   const report = (): void => share?.budget.set(share.lane, held.size);
@@ -222,7 +233,13 @@ export function pullLoop(opts: {
     let consumer: Consumer | null = null;
     while (!stopping) {
       try {
-        while (room() <= 0 && !stopping) await new Promise<void>((r) => (freed = r));
+        // Pull when a quarter of the capacity is free, or nothing is held: messages are settled
+        // one by one, and a pull for each freed place costs a request and a subscription per
+        // message instead of per batch.
+        while ((room() < minPull && held.size > 0) || room() <= 0) {
+          if (stopping) break;
+          await new Promise<void>((r) => (freed = r));
+        }
         freed = null;
         if (stopping) break;
         if (!consumer) {

@@ -8,6 +8,8 @@ import { busTelemetry, decodeEvent, follow, headersToRecord, latestRevision, pub
 import { DEFAULT_POLICIES } from './topology.js';
 import { DEFAULT_BATCH, LaneBudget, pullLoop, type BatchPolicy, type PullLoop } from './pull-loop.js';
 import { decide, defaultBackoff, failureSignature, type Decision } from './decide.js';
+import { ackGroups } from './acks.js';
+import { admitBulkByBacklog } from './admission.js';
 
 export interface HandlerContext {
   /** Where the message stands in the stream and how often it was delivered. */
@@ -106,8 +108,8 @@ function gathering<I, R>(expected: number, run: (items: I[]) => Promise<Array<Pr
  * (bounded in size and gathering time: see pullLoop) while each message is settled on its own.
  * Per batch: the unread kinds are acked at once; the staleness of each document is read once;
  * every handler's events are sent without waiting on one another and awaited together before
- * its message is acked; acks are confirmed by the server (ackAck), so when stop() returns every
- * finished message is known acked and every unfinished one is not.
+ * its message is acked; acks are confirmed by the server, together (acks.ts), so when stop()
+ * returns every finished message is known acked and every unfinished one is not.
  * Outcomes:
  * - handler returns → publish its events, ack;
  * - stale revision or deleted document → ack without work;
@@ -124,6 +126,7 @@ export function runConsumer(opts: RunnerOptions): RunningConsumer {
   const batch = opts.batch ?? DEFAULT_BATCH;
   const kinds = opts.kinds ?? CONSUMERS[name].kinds;
   const limit = limiter(concurrency);
+  const ack = ackGroups();
   if (!opts.handle === !opts.handleBatch) throw new Error(`consumer ${name}: give exactly one of handle and handleBatch`);
   /**
    * Failure signatures per stream sequence, of the deliveries this process saw, to tell poison
@@ -188,7 +191,7 @@ export function runConsumer(opts: RunnerOptions): RunningConsumer {
     const runHandler = (event: DocumentEvent, ctx: HandlerContext) =>
       joinBatch ? joinBatch({ event, ctx }) : limit(() => (stopping ? Promise.reject(new HandedBack()) : opts.handle!(event, ctx)));
     await Promise.all([
-      ...unread.map((m) => m.ackAck().finally(() => settled(m))),
+      ...unread.map((m) => ack(m).finally(() => settled(m))),
       ...mine.map(async ({ m, documentId, kind }, k) => {
         const started = performance.now();
         // One consumer span per message, continued from the trace context the message carries; the
@@ -254,14 +257,14 @@ export function runConsumer(opts: RunnerOptions): RunningConsumer {
     try {
       if (staleness !== 'fresh') {
         if ('unknown' in staleness) throw staleness.unknown;
-        await m.ackAck();
+        await ack(m);
         mlog.debug({ latest: staleness.stale.revision, deleted: staleness.stale.deleted }, 'stale revision: skipped');
         return { outcome: 'skipped-stale', ...about };
       }
       const out = (await runHandler(event, ctx)) ?? [];
       for (const e of out) void ctx.emit(e);
       await Promise.all(sent);
-      await m.ackAck();
+      await ack(m);
       attempts.delete(m.seq);
       mlog.debug({ emitted: out.map((e) => e.type), ms: Math.round(performance.now() - started) }, 'event handled');
       return { outcome: 'handled', ...about };
@@ -288,7 +291,7 @@ export function runConsumer(opts: RunnerOptions): RunningConsumer {
         sent.length = 0;
         await fail(event, m, d, ctx);
         await Promise.all(sent);
-        await m.ackAck();
+        await ack(m);
         attempts.delete(m.seq);
         return { outcome: d.lastAttempt ? 'dead-lettered' : 'failed', failureClass: d.class, reason, ...about };
       } catch (e2) {
@@ -315,11 +318,14 @@ export function runConsumer(opts: RunnerOptions): RunningConsumer {
   };
   const bulkDurable = CONSUMERS[name].bulkDurable;
   let loops: PullLoop[];
+  let stopAdmission: (() => void) | undefined;
   if (!bulkDurable) {
     loops = [pullLoop({ ...common, durable: CONSUMERS[name].durable })];
   } else {
-    // A stage: one loop per lane, sharing the capacity (LaneBudget); each acks the other lane's messages unread.
+    // The entrance: one loop per lane, sharing the capacity (LaneBudget); each acks the other
+    // lane's messages unread. Bulk work is admitted while the later stages' backlog is short.
     const budget = new LaneBudget(concurrency);
+    stopAdmission = admitBulkByBacklog(bus, budget, log);
     loops = (['normal', 'bulk'] as const).map((lane) =>
       pullLoop({ ...common, durable: lane === 'normal' ? CONSUMERS[name].durable : bulkDurable, lane: { lane, budget }, skip: (m) => laneOf(m) !== lane }),
     );
@@ -329,6 +335,7 @@ export function runConsumer(opts: RunnerOptions): RunningConsumer {
     done,
     async stop() {
       stopping = true;
+      stopAdmission?.();
       await Promise.all(loops.map((l) => l.stop()));
     },
   };

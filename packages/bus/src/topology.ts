@@ -15,6 +15,7 @@ import {
   WEBHOOK_DELIVERY_CONSUMER,
   WEBHOOK_DELIVERY_SUBJECTS,
   CONSUMER_NAMES,
+  RETIRED_DURABLES,
   type ConsumerName,
   type ConsumerPolicy,
 } from '@memstream/contracts';
@@ -140,6 +141,15 @@ export async function ensureTopology(jsm: JetStreamManager, opts: TopologyOption
   });
   for (const name of CONSUMER_NAMES) {
     await ensureConsumer(jsm, name, { ...DEFAULT_POLICIES[name], ...(opts.ackWaitMs ? { ackWaitMs: opts.ackWaitMs } : {}) });
+  }
+  // A store made when every stage had two lanes still has the later stages' bulk durables: nothing
+  // reads them any more, and messages would pile up on them as pending.
+  for (const d of RETIRED_DURABLES) {
+    try {
+      await jsm.consumers.delete(STREAM_DOCS, d);
+    } catch (err) {
+      if (!isNotFound(err)) throw err;
+    }
   }
   await ensureWebhookTopology(jsm, opts);
 }

@@ -203,11 +203,12 @@ export async function switchModel(
   revision = await store.write({ active: plan.target, migrating: null, previous: plan.current, updatedAt: new Date().toISOString() }, revision);
   // 4. Embeddings begun before the switch end in the old model's index: wait for them, then copy them over.
   const switchedAt = (await bus.jsm.streams.info(STREAM_DOCS)).state.last_seq;
-  // Both lanes of each stage (docs/pipeline.md, "Fairness").
+  // Every durable of each stage (a stage may have one per lane: docs/pipeline.md, "Fairness").
+  const durables = (c: typeof CONSUMERS.embedder) => [c.durable, ...(c.bulkDurable ? [c.bulkDurable] : [])];
   let settled = true;
-  for (const durable of [CONSUMERS.embedder.durable, CONSUMERS.embedder.bulkDurable!]) settled = (await waitConsumerPast(bus, durable, switchedAt, opts.waitMs)) && settled;
+  for (const durable of durables(CONSUMERS.embedder)) settled = (await waitConsumerPast(bus, durable, switchedAt, opts.waitMs)) && settled;
   const embeddedBy = (await bus.jsm.streams.info(STREAM_DOCS)).state.last_seq;
-  for (const durable of [CONSUMERS.indexer.durable, CONSUMERS.indexer.bulkDurable!]) settled = (await waitConsumerPast(bus, durable, embeddedBy, opts.waitMs)) && settled;
+  for (const durable of durables(CONSUMERS.indexer)) settled = (await waitConsumerPast(bus, durable, embeddedBy, opts.waitMs)) && settled;
   await pass('after the switch');
   return { plan, passes, settled };
 }

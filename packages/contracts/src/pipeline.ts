@@ -178,8 +178,9 @@ export interface ConsumerSpec {
   /** The kinds the consumer decodes; others are acked unread. */
   kinds: readonly EventKind[];
   /**
-   * A stage's second durable consumer, for its bulk lane: the same filter and policy, reading the
-   * messages whose lane header says bulk (the first reads the others). Readers have none.
+   * The entrance's second durable consumer, for its bulk lane: the same filter and policy, reading
+   * the messages whose lane header says bulk (the first reads the others). Only the first stage has
+   * one (see BULK_ADMISSION); the later stages and the readers have none.
    */
   bulkDurable?: string;
 }
@@ -188,6 +189,27 @@ export interface ConsumerSpec {
 export function bulkDurableOf(service: StageService): string {
   return `${service}-bulk`;
 }
+
+/**
+ * Fairness between tenants (docs/pipeline.md, "Fairness"). The lanes exist at the entrance, the
+ * first stage, only: it reads its input with two durables, one per lane, and takes bulk work only
+ * while the stages after it hold a short backlog. A tenant's burst then waits at the entrance
+ * instead of filling every later stage's queue, and a document of the normal lane passes the
+ * burst at the entrance and finds at most `maxBacklog` documents ahead of it further on — without
+ * every stage input being delivered twice (once per lane's durable), which cost about a quarter of
+ * the pipeline's throughput when every stage had two lanes.
+ */
+export const BULK_ADMISSION = {
+  /** The stages whose backlog (messages not yet delivered plus delivered and not yet acked) gates the bulk lane. */
+  downstream: PIPELINE.slice(1).map((r) => r.service) as StageService[],
+  /** Above this many documents waiting or in work after the entrance, the bulk lane holds at most one message (it slows, never stops). */
+  maxBacklog: 128,
+  /** How often the entrance reads that backlog. */
+  pollMs: 100,
+};
+
+/** Bulk-lane durables of an earlier layout (every stage had two lanes): removed at start, so nothing accumulates on them. */
+export const RETIRED_DURABLES = PIPELINE.slice(1).map((r) => bulkDurableOf(r.service));
 
 function readerSpec(name: ReaderName): ConsumerSpec {
   const r: ReaderRow = READERS[name];
@@ -202,7 +224,10 @@ function readerSpec(name: ReaderName): ConsumerSpec {
 }
 
 export const CONSUMERS = Object.fromEntries([
-  ...PIPELINE.map((r): [string, ConsumerSpec] => [r.service, { durable: r.service, filter: `doc.*.${r.consumes}`, policy: r.policy, kinds: [r.consumes], bulkDurable: bulkDurableOf(r.service) }]),
+  ...PIPELINE.map((r, i): [string, ConsumerSpec] => [
+    r.service,
+    { durable: r.service, filter: `doc.*.${r.consumes}`, policy: r.policy, kinds: [r.consumes], ...(i === 0 ? { bulkDurable: bulkDurableOf(r.service) } : {}) },
+  ]),
   ...(Object.keys(READERS) as ReaderName[]).map((n): [string, ConsumerSpec] => [n, readerSpec(n)]),
 ]) as Record<ConsumerName, ConsumerSpec>;
 
