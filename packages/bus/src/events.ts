@@ -12,6 +12,7 @@ import {
   type EventOf,
   type EventType,
   STREAM_DOCS,
+  TASK_TYPE_HEADER,
 } from '@memstream/contracts';
 import { derivedEventId } from '@memstream/kit';
 import { z } from 'zod';
@@ -118,6 +119,7 @@ export async function publishEvent(bus: Bus, event: DocumentEvent, opts: Publish
     const h = natsHeaders();
     for (const [k, v] of Object.entries(headers)) h.set(k, v);
     h.set('Memstream-Event-Type', valid.type);
+    if (valid.type === 'document.submitted.v1') h.set(TASK_TYPE_HEADER, valid.data.taskType);
     return bus.js.publish(subject, body, {
       msgID: valid.id,
       headers: h,

@@ -3,7 +3,7 @@ import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { startNatsServer, type NatsServerHandle } from '@memstream/cli';
-import { STREAM_DEAD_LETTERS, STREAM_DOCS, type DocumentEvent } from '@memstream/contracts';
+import { STREAM_DEAD_LETTERS, STREAM_DOCS, TASK_TYPE_HEADER, type DocumentEvent } from '@memstream/contracts';
 import { PermanentError, RetryableError, createLogger } from '@memstream/kit';
 import { connectBus, type Bus } from './connect.js';
 import { ensureTopology } from './topology.js';
@@ -336,5 +336,32 @@ describe('consumer runner over real JetStream', () => {
     await drained(async () => (await lastEvent(bus, 'stale-batch', 'extracted')) !== null);
     await r.stop();
     expect(seen).toEqual([2]);
+  });
+
+  it('a reader of some task types acks the others unread by their header, and decodes a message without one', async () => {
+    const mem = submittedEvent('a memory', { data: { taskType: 'memory' } });
+    const rag = submittedEvent('a superrag one', { data: { taskType: 'superrag' } });
+    const old = submittedEvent('written before the header', { data: { taskType: 'superrag' } });
+    const indexed = (s: DocumentEvent) => follow(s, 'document.indexed.v1', { model: 'm', dim: 2, chunkCount: 1, removed: 0 });
+    // The header as the stages carry it from the submission; `old` has none.
+    await publishEvent(bus, indexed(mem), { headers: { [TASK_TYPE_HEADER]: 'memory' } });
+    await publishEvent(bus, indexed(rag), { headers: { [TASK_TYPE_HEADER]: 'superrag' } });
+    await publishEvent(bus, indexed(old));
+    const seen: string[] = [];
+    const mine = new Set([mem.documentId, rag.documentId, old.documentId]);
+    const r = runConsumer({ bus, consumer: 'memorizer', log, handle: async (e) => void (mine.has(e.documentId) && seen.push(e.documentId)) });
+    await drained(async () => {
+      const i = await bus.jsm.consumers.info(STREAM_DOCS, 'memorizer');
+      return i.num_pending === 0 && i.num_ack_pending === 0;
+    });
+    await r.stop();
+    expect(seen.sort()).toEqual([mem.documentId, old.documentId].sort());
+  });
+
+  it('publishEvent marks a submission with its task type', async () => {
+    const sub = submittedEvent('marked', { data: { taskType: 'memory' } });
+    await publishEvent(bus, sub);
+    const m = await bus.jsm.direct.getMessage(STREAM_DOCS, { last_by_subj: `doc.${sub.documentId}.submitted` });
+    expect(m?.header.get(TASK_TYPE_HEADER)).toBe('memory');
   });
 });

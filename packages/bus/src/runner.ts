@@ -1,6 +1,6 @@
 import type { JsMsg } from '@nats-io/jetstream';
 import { headers as natsHeaders } from '@nats-io/nats-core';
-import { CONSUMERS, LANE_HEADER, STREAM_DOCS, deadLetterSubject, type ConsumerName, type Lane, type DocumentEvent, type EventKind, type FailureClass, type Stage } from '@memstream/contracts';
+import { CONSUMERS, LANE_HEADER, STREAM_DOCS, TASK_TYPE_HEADER, deadLetterSubject, type ConsumerName, type Lane, type DocumentEvent, type EventKind, type FailureClass, type Stage } from '@memstream/contracts';
 import { PermanentError, RetryableError, errorMessage, limiter, type Logger } from '@memstream/kit';
 import { ZodError } from 'zod';
 import type { Bus } from './connect.js';
@@ -125,6 +125,13 @@ export function runConsumer(opts: RunnerOptions): RunningConsumer {
   const concurrency = Math.max(1, opts.concurrency ?? 4);
   const batch = opts.batch ?? DEFAULT_BATCH;
   const kinds = opts.kinds ?? CONSUMERS[name].kinds;
+  const taskTypes: readonly string[] | undefined = CONSUMERS[name].taskTypes;
+  /** A message of a task type this consumer does not read, by its header (absent: decode and let the handler decide). */
+  const wantsTaskType = (m: JsMsg): boolean => {
+    if (!taskTypes) return true;
+    const t = m.headers?.get(TASK_TYPE_HEADER);
+    return !t || taskTypes.includes(t);
+  };
   const limit = limiter(concurrency);
   const ack = ackGroups();
   if (!opts.handle === !opts.handleBatch) throw new Error(`consumer ${name}: give exactly one of handle and handleBatch`);
@@ -166,7 +173,7 @@ export function runConsumer(opts: RunnerOptions): RunningConsumer {
     const unread: JsMsg[] = [];
     for (const m of ms) {
       const [, documentId = 'unknown', kind = 'unknown'] = m.subject.split('.');
-      if (kinds.includes(kind as EventKind)) mine.push({ m, documentId, kind });
+      if (kinds.includes(kind as EventKind) && wantsTaskType(m)) mine.push({ m, documentId, kind });
       else unread.push(m);
     }
     const decoded = await Promise.all(mine.map(({ m }) => decodeEvent(bus, m.data).then((event): Decoded => ({ ok: true, event }), (err): Decoded => ({ ok: false, err }))));
@@ -341,8 +348,8 @@ export function runConsumer(opts: RunnerOptions): RunningConsumer {
   };
 }
 
-/** The headers a stage carries from its input to what it emits: the trace context and the lane. */
-const CARRIED_HEADERS = ['traceparent', 'tracestate', LANE_HEADER];
+/** The headers a stage carries from its input to what it emits: the trace context, the lane and the task type. */
+const CARRIED_HEADERS = ['traceparent', 'tracestate', LANE_HEADER, TASK_TYPE_HEADER];
 
 /** A message's lane: bulk when its header says so, else normal. */
 export function laneOf(m: Pick<JsMsg, 'headers'>): Lane {

@@ -30,15 +30,23 @@ export function deadLetterSubject(consumer: string, documentId: string): string 
 }
 
 /**
- * The lane of a stage's input (docs/pipeline.md, "Fairness"): a message header, not a subject
+ * The lane of a submission (docs/pipeline.md, "Fairness"): a message header, not a subject
  * token, so every subject, last-by-subject read and optimistic-concurrency check is unchanged.
  * `bulk` marks the work of a tag with a backlog (and re-drives); its absence means `normal`.
- * Each stage reads its input through one durable consumer per lane, and the stage's later events
+ * The entrance reads its input through one durable consumer per lane, and the stages' later events
  * keep the lane of the event they follow.
  */
 export const LANE_HEADER = 'Memstream-Lane';
 export const LANES = ['normal', 'bulk'] as const;
 export type Lane = (typeof LANES)[number];
+
+/**
+ * The document's taskType, as a header on its submission (set by publishEvent) and on every
+ * stage event that follows it (the runner carries it): a hint that lets a reader of some task
+ * types only (the memorizer: memory) ack the others unread, without decoding them or reading the
+ * log. A message without it (written before the header existed) is decoded and decided as before.
+ */
+export const TASK_TYPE_HEADER = 'Memstream-Task-Type';
 
 /** The durable consumers (CONSUMERS, ConsumerName) are derived from the pipeline table in pipeline.ts. */
 

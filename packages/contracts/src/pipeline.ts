@@ -1,5 +1,8 @@
 import type { EventKind } from './names.js';
 
+/** A document's taskType (the submission's `taskType`). */
+export type TaskType = 'memory' | 'superrag';
+
 /**
  * The pipeline as data. Every stage of a document, in order, and every other consumer of the
  * document log. Consumer names and policies, statuses and their order, the re-drive order, what a
@@ -100,6 +103,11 @@ export interface ReaderRow {
   reads: Record<EventKind, boolean>;
   /** 'new': starts at the end of the log (history is never announced). Default: the whole log. */
   startAt?: 'new';
+  /**
+   * Only documents of these task types: a message whose TASK_TYPE_HEADER names another is acked
+   * unread (one without the header is decoded and left to the handler). Default: every task type.
+   */
+  taskTypes?: readonly TaskType[];
   policy: ConsumerPolicy;
 }
 
@@ -127,6 +135,7 @@ export const READERS = {
     durable: 'memorizer',
     service: 'memorizer',
     reads: { submitted: false, 'stage-started': false, extracted: false, chunked: false, embedded: false, indexed: true, failed: false, 'metadata-updated': false, deleted: false },
+    taskTypes: ['memory'],
     policy: { ackWaitMs: ACK_WAIT_MS, maxDeliver: 6, maxAckPending: 256 },
   },
   /** The memorizer's second consumer: what a deleted document alone taught is forgotten. */
@@ -177,6 +186,8 @@ export interface ConsumerSpec {
   startAt?: 'new';
   /** The kinds the consumer decodes; others are acked unread. */
   kinds: readonly EventKind[];
+  /** The task types it reads (ReaderRow.taskTypes); absent: every one. */
+  taskTypes?: readonly TaskType[];
   /**
    * The entrance's second durable consumer, for its bulk lane: the same filter and policy, reading
    * the messages whose lane header says bulk (the first reads the others). Only the first stage has
@@ -220,6 +231,7 @@ function readerSpec(name: ReaderName): ConsumerSpec {
     policy: r.policy,
     kinds,
     ...(r.startAt ? { startAt: r.startAt } : {}),
+    ...(r.taskTypes ? { taskTypes: r.taskTypes } : {}),
   };
 }
 
