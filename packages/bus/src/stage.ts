@@ -1,5 +1,5 @@
 import { PermanentError } from '@memstream/kit';
-import { carriesRedrive, recomputes, stageOf, type DataOf, type DocumentEvent, type EventOf, type EventType, type PipelineRow, type Redrive, type StageService } from '@memstream/contracts';
+import { announcesStart, carriesRedrive, recomputes, stageOf, type DataOf, type DocumentEvent, type EventOf, type EventType, type PipelineRow, type Redrive, type StageService } from '@memstream/contracts';
 import { follow } from './events.js';
 import type { BatchHandler, Handler, HandlerContext } from './runner.js';
 
@@ -11,7 +11,7 @@ export type EmittedType<S extends StageService> = `document.${RowOf<S>['emits']}
 
 /**
  * A stage's own work: given its event (already the right type, of the newest revision), the
- * events to emit. The runner announces `stage-started` before it and publishes what it returns.
+ * events to emit. The runner publishes what it returns (and, at the entrance, `stage-started` before it).
  */
 export type StageHandler<S extends StageService> = (event: EventOf<ConsumedType<S>>, ctx: HandlerContext) => Promise<DocumentEvent[] | void>;
 
@@ -36,7 +36,7 @@ export type StageBatchHandler<S extends StageService> = (
 
 /**
  * What every stage does the same way before its own work, once: check the event's type,
- * announce `stage-started(<status>)` when the stage has a status, and apply the re-drive rule —
+ * announce `stage-started(<status>)` at the entrance (announcesStart), and apply the re-drive rule —
  * a stage before the re-drive's `from` re-emits what it emitted for the re-driven revision
  * (with the re-drive carried on, when its event has the field) rather than compute it again.
  * Returns the event to work on, or the events that answer it without work.
@@ -45,12 +45,14 @@ function stagePrelude<S extends StageService>(service: S, def: Omit<StageDefinit
   const row = stageOf(service) as PipelineRow;
   const consumed = `document.${row.consumes}.v1` as ConsumedType<S>;
   const emitted = `document.${row.emits}.v1` as EmittedType<S>;
+  const announces = announcesStart(service);
   return async (event: DocumentEvent, ctx: HandlerContext): Promise<{ own: EventOf<ConsumedType<S>> } | { out: DocumentEvent[] }> => {
     // The consumer filters on the kind; another version of it needs an upcaster, not a guess.
     if (event.type !== consumed) throw new PermanentError(`${service} consumes ${consumed}, got ${event.type}`, 'poison');
     const own = event as EventOf<ConsumedType<S>>;
-    // Sent now and awaited by the runner with the stage's output, before the message is acked.
-    if (row.status !== null) void ctx.emit(follow(event, 'document.stage-started.v1', { stage: row.status }));
+    // Only the entrance announces its start (a later stage's status follows from its input's
+    // arrival). Sent now and awaited by the runner with the stage's output, before the ack.
+    if (announces) void ctx.emit(follow(event, 'document.stage-started.v1', { stage: row.status! }));
     const redrive = (own.data as { redrive?: Redrive }).redrive;
     if (redrive && def.outputOf && !recomputes(service, redrive.from)) {
       const prior = await def.outputOf(event.documentId, redrive.ofRevision);

@@ -23,13 +23,21 @@ function chunker(outputs: Record<number, ChunkedData> = { 2: prior }) {
 }
 
 describe('a stage over the runner', () => {
-  it('announces its status from the table before its own work', async () => {
+  it("a later stage announces nothing: its input's arrival already set its status", async () => {
     const c = chunker();
     const ctx = recordingContext();
     const out = await c.handle(extracted(), ctx);
-    expect(ctx.emitted.map((e) => [e.type, e.data])).toEqual([['document.stage-started.v1', { stage: 'chunking' }]]);
+    expect(ctx.emitted).toEqual([]);
     expect(out).toMatchObject([{ type: 'document.chunked.v1', data: { tokenizer: 'now' } }]);
     expect(c.calls).toEqual([5]);
+  });
+
+  it('the entrance announces its status from the table before its own work', async () => {
+    const ctx = recordingContext();
+    const handle = stageHandler('extractor', { handle: async (e) => [follow(e, 'document.extracted.v1', { title: null, type: 'text', text: 'x', url: null, format: 'plain' })] });
+    const out = await handle(sub, ctx);
+    expect(ctx.emitted.map((e) => [e.type, e.data])).toEqual([['document.stage-started.v1', { stage: 'extracting' }]]);
+    expect(out).toMatchObject([{ type: 'document.extracted.v1' }]);
   });
 
   it('a stage without a status (the indexer) announces nothing', async () => {
@@ -89,6 +97,6 @@ describe('a stage over the runner', () => {
     expect(out[1]).toMatchObject({ status: 'rejected', reason: { failureClass: 'poison' } });
     expect(out[2]).toMatchObject({ status: 'fulfilled', value: [{ type: 'document.chunked.v1', revision: 7 }] });
     // Each event's own stage-started.
-    expect(items.map((i) => i.ctx.emitted.map((e) => e.type))).toEqual([['document.stage-started.v1'], [], ['document.stage-started.v1']]);
+    expect(items.map((i) => i.ctx.emitted.map((e) => e.type))).toEqual([[], [], []]);
   });
 });

@@ -36,8 +36,11 @@ export interface StageRow {
   consumes: EventKind;
   emits: EventKind;
   /**
-   * The document's status while this stage works (announced by `stage-started`), or null when
-   * the stage announces none and the document keeps the status of the stage before it.
+   * The document's status while this stage works, or null when the document keeps the status of
+   * the stage before it. The arrival of the stage's input sets it (the stage before is done, this
+   * one is next); only the entrance, whose input is the submission (the document is `queued` until
+   * a worker takes it), announces its status with `stage-started` when it starts (see
+   * announcesStart and STATUS_ON_ARRIVAL).
    */
   status: string | null;
   /** `memstream replay redrive --from <redrive>` starts here; the stages before it re-emit their earlier output. */
@@ -112,11 +115,11 @@ export interface ReaderRow {
 }
 
 export const READERS = {
-  /** The document view. chunked and embedded carry every chunk's text and vector but change nothing in the view. */
+  /** The document view. embedded carries every chunk's vector but changes nothing in the view; chunked moves it to embedding. */
   projection: {
     durable: 'projection',
     service: 'projection',
-    reads: { submitted: true, 'stage-started': true, extracted: true, chunked: false, embedded: false, indexed: true, failed: true, 'metadata-updated': true, deleted: true },
+    reads: { submitted: true, 'stage-started': true, extracted: true, chunked: true, embedded: false, indexed: true, failed: true, 'metadata-updated': true, deleted: true },
     policy: { ackWaitMs: ACK_WAIT_MS, maxDeliver: 10, maxAckPending: 1024 },
   },
   /** The indexer's second consumer: tag and metadata changes of indexed chunks. */
@@ -149,7 +152,7 @@ export const READERS = {
   notifier: {
     durable: 'notifier',
     service: 'notifier',
-    reads: { submitted: true, 'stage-started': true, extracted: false, chunked: false, embedded: false, indexed: true, failed: true, 'metadata-updated': true, deleted: true },
+    reads: { submitted: true, 'stage-started': true, extracted: true, chunked: true, embedded: false, indexed: true, failed: true, 'metadata-updated': true, deleted: true },
     startAt: 'new',
     policy: { ackWaitMs: ACK_WAIT_MS, maxDeliver: 10, maxAckPending: 1024 },
   },
@@ -254,21 +257,40 @@ export const STAGE_STATUSES = PIPELINE.flatMap((r) => (r.status === null ? [] : 
 export const IN_PROGRESS_STATUSES = ['queued', ...STAGE_STATUSES] as Array<'queued' | StageStatus>;
 
 /**
+ * Whether a stage announces its status with `stage-started` when it takes a document: only the
+ * entrance. Its input is the submission, which leaves the document `queued` (waiting for a
+ * worker), so "extracting" is news. A later stage's status follows from its input's arrival
+ * (STATUS_ON_ARRIVAL): announcing it again cost a publish, and a delivery to every reader of the
+ * log, per stage and document, for no news.
+ */
+export function announcesStart(service: StageService): boolean {
+  const row: StageRow = stageOf(service);
+  return row.status !== null && row === PIPELINE[0];
+}
+
+/** The status a document takes when an event of a kind arrives that is a later stage's input: chunking on extracted, embedding on chunked. */
+export const STATUS_ON_ARRIVAL = Object.fromEntries(
+  PIPELINE.slice(1).flatMap((r: StageRow) => (r.status === null ? [] : [[r.consumes, r.status]])),
+) as Partial<Record<EventKind, StageStatus>>;
+
+/**
  * What a document in `status` waits on, most advanced first: the events the stalled-document
  * detector publishes again (the first one of the document's revision that is in the log). A
- * status covers the stage that announced it, the stages after it that announce none, and the
- * input of the next stage that announces one (published before that stage started).
+ * status covers the input of the stage it names (which set it, or was in the log before the
+ * entrance announced it) and the inputs of the stages after it that have no status, up to the
+ * one that makes the document done.
  */
 export function waitingOn(status: string): EventKind[] {
-  const at = status === 'queued' ? -1 : PIPELINE.findIndex((r) => r.status === status);
-  if (at < 0 && status !== 'queued') return [];
-  const kinds: EventKind[] = at >= 0 ? [PIPELINE[at]!.consumes] : [];
+  if (status === 'queued') return [PIPELINE[0].consumes];
+  const at = PIPELINE.findIndex((r) => r.status === status);
+  if (at < 0) return [];
+  const kinds: EventKind[] = [PIPELINE[at]!.consumes];
   for (let i = at + 1; i < PIPELINE.length; i++) {
     const row: StageRow = PIPELINE[i]!;
+    // The arrival of a stage's input with a status of its own moves the document on.
+    if (row.status !== null) break;
     kinds.push(row.consumes);
-    // Past a stage that announces its own status, or the one that makes the document done, the
-    // document would no longer be in `status`.
-    if (row.status !== null || row.completes) break;
+    if (row.completes) break;
   }
   return kinds.reverse();
 }

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { CONSUMERS, DOCUMENT_STATUSES, IN_PROGRESS_STATUSES, LIFECYCLE_TRANSITIONS, PIPELINE, REDRIVE_ORDER, SERVICE_NAMES, STAGES, STOP_ORDER, recomputes, stageOfStatus, waitingOn } from './index.js';
+import { CONSUMERS, STATUS_ON_ARRIVAL, announcesStart, DOCUMENT_STATUSES, IN_PROGRESS_STATUSES, LIFECYCLE_TRANSITIONS, PIPELINE, REDRIVE_ORDER, SERVICE_NAMES, STAGES, STOP_ORDER, recomputes, stageOfStatus, waitingOn } from './index.js';
 
 // What the table derives, pinned: a new row must change these on purpose (and the API's statuses
 // only with the spec).
@@ -33,11 +33,16 @@ describe('the pipeline table', () => {
 
   it('derives what a stalled document waits on, most advanced first, and where it fails', () => {
     expect(waitingOn('queued')).toEqual(['submitted']);
-    expect(waitingOn('extracting')).toEqual(['extracted', 'submitted']);
-    expect(waitingOn('chunking')).toEqual(['chunked', 'extracted']);
+    expect(waitingOn('extracting')).toEqual(['submitted']);
+    expect(waitingOn('chunking')).toEqual(['extracted']);
     expect(waitingOn('embedding')).toEqual(['embedded', 'chunked']);
     expect(waitingOn('done')).toEqual([]);
     expect(IN_PROGRESS_STATUSES.map(stageOfStatus)).toEqual(['extracting', 'extracting', 'chunking', 'embedding']);
+  });
+
+  it("derives which status an event sets: the entrance announces its own, a later stage's input sets that stage's", () => {
+    expect(PIPELINE.map((r) => announcesStart(r.service))).toEqual([true, false, false, false]);
+    expect(STATUS_ON_ARRIVAL).toEqual({ extracted: 'chunking', chunked: 'embedding' });
   });
 
   it('derives the re-drive order: stages before --from re-emit, the rest recompute', () => {

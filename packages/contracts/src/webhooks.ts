@@ -1,6 +1,7 @@
 import { z } from 'zod';
 import { ContainerTag, DOCUMENT_STATUSES, FailureClass, Stage, type DocumentStatus } from './common.js';
-import type { DocumentEvent } from './events.js';
+import { EVENT_KIND_OF, type DocumentEvent } from './events.js';
+import { STATUS_ON_ARRIVAL } from './pipeline.js';
 
 /**
  * Outbound lifecycle events: what webhooks and GET /v3/events carry. A transition is a change of
@@ -10,13 +11,20 @@ export const LIFECYCLE_TRANSITIONS = [...DOCUMENT_STATUSES, 'deleted'] as unknow
 export const LifecycleTransition = z.enum(LIFECYCLE_TRANSITIONS);
 export type LifecycleTransition = z.infer<typeof LifecycleTransition>;
 
-/** The transition a document event is, or null when it is none (extracted, chunked, embedded, metadata-updated). */
+/**
+ * The transition a document event is, or null when it is none (embedded, metadata-updated): the
+ * entrance announces its status with stage-started, a later stage's input sets that stage's
+ * status when it arrives (STATUS_ON_ARRIVAL: extracted → chunking, chunked → embedding).
+ */
 export function transitionOf(event: DocumentEvent): LifecycleTransition | null {
   switch (event.type) {
     case 'document.submitted.v1':
       return 'queued';
     case 'document.stage-started.v1':
       return event.data.stage;
+    case 'document.extracted.v1':
+    case 'document.chunked.v1':
+      return STATUS_ON_ARRIVAL[EVENT_KIND_OF[event.type]] ?? null;
     case 'document.indexed.v1':
       return 'done';
     case 'document.failed.v1':

@@ -1,4 +1,4 @@
-import { DOCUMENT_STATUSES, type DocumentEvent, type DocumentStatus, type DocumentType } from '@memstream/contracts';
+import { DOCUMENT_STATUSES, STATUS_ON_ARRIVAL, type DocumentEvent, type DocumentStatus, type DocumentType } from '@memstream/contracts';
 import type { DocumentView } from './port.js';
 
 /** How far a status is along the pipeline (DOCUMENT_STATUSES is in pipeline order); done and failed are both the end. */
@@ -51,24 +51,29 @@ export function evolve(view: DocumentView | null, event: DocumentEvent): Documen
         version: view?.version ?? 0,
       };
     }
-    case 'document.stage-started.v1': {
-      if (!view || event.revision !== view.revision || isTerminal(view.status)) return view;
-      if (RANK[event.data.stage] <= RANK[view.status]) return view;
-      return { ...view, status: event.data.stage, updatedAt: at };
-    }
+    case 'document.stage-started.v1':
+      return advance(view, event, event.data.stage, at);
     case 'document.extracted.v1': {
       if (!view || event.revision !== view.revision) return view;
       const d = event.data;
-      return {
-        ...view,
-        title: d.title ?? view.title,
-        type: d.type,
-        url: d.url ?? view.url,
-        content: view.content ?? d.text,
-        updatedAt: at,
-      };
+      // Extracted: the chunker is next (STATUS_ON_ARRIVAL).
+      return advance(
+        {
+          ...view,
+          title: d.title ?? view.title,
+          type: d.type,
+          url: d.url ?? view.url,
+          content: view.content ?? d.text,
+          updatedAt: at,
+        },
+        event,
+        STATUS_ON_ARRIVAL.extracted,
+        at,
+      );
     }
     case 'document.chunked.v1':
+      // Chunked: the embedder is next.
+      return advance(view, event, STATUS_ON_ARRIVAL.chunked, at);
     case 'document.embedded.v1':
       return view;
     case 'document.indexed.v1': {
@@ -88,6 +93,13 @@ export function evolve(view: DocumentView | null, event: DocumentEvent): Documen
       return event.revision >= view.revision ? null : view;
     }
   }
+}
+
+/** The view moved forward to `status` by an event of its revision; never backwards, never out of done or failed. */
+function advance(view: DocumentView | null, event: DocumentEvent, status: DocumentStatus | undefined, at: string): DocumentView | null {
+  if (!view || !status || event.revision !== view.revision || isTerminal(view.status)) return view;
+  if (RANK[status] <= RANK[view.status]) return view;
+  return { ...view, status, updatedAt: at };
 }
 
 /** Two views describe the same document state (the concurrency token aside). */

@@ -1,4 +1,4 @@
-import type { DocumentEvent } from '@memstream/contracts';
+import { STATUS_ON_ARRIVAL, type DocumentEvent } from '@memstream/contracts';
 import { NotFoundError } from '@memstream/kit';
 import { getDocument, type GatewayPorts } from './documents.js';
 import type { TagScope } from './scope.js';
@@ -23,10 +23,11 @@ function describe(e: DocumentEvent): Pick<TimelineEntry, 'status' | 'stage' | 'd
       return { status: 'queued', stage: null, detail: { input: e.data.input.kind, customId: e.data.customId } };
     case 'document.stage-started.v1':
       return { status: e.data.stage, stage: e.data.stage, detail: null };
+    // A later stage's input moves the document to that stage's status (STATUS_ON_ARRIVAL).
     case 'document.extracted.v1':
-      return { status: null, stage: 'extracting', detail: { type: e.data.type, format: e.data.format, characters: e.data.text.length } };
+      return { status: STATUS_ON_ARRIVAL.extracted ?? null, stage: 'extracting', detail: { type: e.data.type, format: e.data.format, characters: e.data.text.length } };
     case 'document.chunked.v1':
-      return { status: null, stage: 'chunking', detail: { chunks: e.data.chunks.length, tokenizer: e.data.tokenizer } };
+      return { status: STATUS_ON_ARRIVAL.chunked ?? null, stage: 'chunking', detail: { chunks: e.data.chunks.length, tokenizer: e.data.tokenizer } };
     case 'document.embedded.v1':
       return { status: null, stage: 'embedding', detail: { model: e.data.model, chunks: e.data.chunks.length, computed: e.data.computed } };
     case 'document.indexed.v1':

@@ -55,8 +55,9 @@ function journey(tags: string[] = ['team'], customId: string | null = 'note-1') 
     sub,
     extracting: follow(sub, 'document.stage-started.v1', { stage: 'extracting' }),
     extracted: follow(sub, 'document.extracted.v1', { title: null, type: 'text', text: 'hello', url: null, format: 'plain' }),
-    chunking: follow(sub, 'document.stage-started.v1', { stage: 'chunking' }, 1),
-    embedding: follow(sub, 'document.stage-started.v1', { stage: 'embedding' }, 2),
+    // Later stages announce nothing: their input's arrival is the transition (chunking, embedding).
+    chunked: follow(sub, 'document.chunked.v1', { tokenizer: 't', chunks: [{ index: 0, hash: 'h', text: 'hello', tokens: 1 }] }),
+    embedded: follow(sub, 'document.embedded.v1', { model: 'm', dim: 1, chunks: [{ index: 0, hash: 'h', text: 'hello', tokens: 1, vector: 'AACAPw==' }], computed: 1 }),
     indexed: follow(sub, 'document.indexed.v1', { model: 'm', dim: 4, chunkCount: 1, removed: 0 }),
     failed: follow(sub, 'document.failed.v1', { stage: 'chunking', reason: 'no text', class: 'permanent' }),
     deleted: follow(sub, 'document.deleted.v1', { reason: 'api' }, 9),
@@ -67,7 +68,7 @@ describe('document events → lifecycle transitions', () => {
   it('announces queued … done with the tags and customId of the submission, once per matching webhook', async () => {
     const w = world([hook(), hook({ id: 'wh_tag', containerTags: ['team'], events: ['done'] }), hook({ id: 'wh_other', containerTags: ['other'] })]);
     const j = journey();
-    await w.run(j.sub, j.extracting, j.extracted, j.chunking, j.embedding, j.indexed);
+    await w.run(j.sub, j.extracting, j.extracted, j.chunked, j.embedded, j.indexed);
     expect(w.lifecycle.map((l) => l.event.status)).toEqual(['queued', 'extracting', 'chunking', 'embedding', 'done']);
     expect(w.lifecycle[4]!.event).toEqual({
       id: j.indexed.id,
@@ -101,7 +102,7 @@ describe('document events → lifecycle transitions', () => {
     expect(w.purged).toEqual([[j.sub.documentId, 3]]);
     expect(w.notes.has(j.sub.documentId)).toBe(false);
     // Work still in flight for the deleted document announces nothing.
-    await w.run(j.embedding);
+    await w.run(j.chunked);
     expect(w.lifecycle).toHaveLength(3);
   });
 
@@ -128,7 +129,7 @@ describe('document events → lifecycle transitions', () => {
     w.log.set(j.sub.documentId, { customId: 'from-log', containerTags: ['t'], tagsVersion: 0, revision: 2 });
     await w.run(j.extracting);
     expect(w.lifecycle).toHaveLength(0);
-    const rev2 = { ...j.chunking, id: 'rev2-chunking', revision: 2 };
+    const rev2 = { ...j.extracted, id: 'rev2-extracted', revision: 2 };
     await w.run(rev2);
     expect(w.lifecycle.map((l) => [l.event.status, l.event.customId, l.event.containerTags])).toEqual([['chunking', 'from-log', ['t']]]);
   });

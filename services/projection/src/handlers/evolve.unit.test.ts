@@ -12,23 +12,33 @@ const sub1 = submittedEvent('hello world', { documentId: 'd1', revision: 1, occu
 const at = (iso: string) => () => new Date(iso);
 const started = (stage: 'extracting' | 'chunking' | 'embedding', e = sub1) => follow(e, 'document.stage-started.v1', { stage }, 0, at('2026-01-01T00:00:01.000Z'));
 const extracted = follow(sub1, 'document.extracted.v1', { title: 'hello', type: 'text', text: 'hello world', url: null, format: 'plain' }, 0, at('2026-01-01T00:00:02.000Z'));
+const chunked = follow(sub1, 'document.chunked.v1', { tokenizer: 't', chunks: [] }, 0, at('2026-01-01T00:00:03.000Z'));
+const embedded = follow(sub1, 'document.embedded.v1', { model: 'm', dim: 8, chunks: [], computed: 0 }, 0, at('2026-01-01T00:00:04.000Z'));
 const indexed = (e = sub1) => follow(e, 'document.indexed.v1', { model: 'm', dim: 8, chunkCount: 1, removed: 0 }, 0, at('2026-01-01T00:00:05.000Z'));
 
 describe('projection: evolve', () => {
   it('walks queued → extracting → chunking → embedding → done', () => {
     const seen: string[] = [];
     let v: DocumentView | null = null;
-    for (const e of [sub1, started('extracting'), extracted, started('chunking'), started('embedding'), indexed()]) {
+    // The entrance announces extracting; extracted sets chunking and chunked embedding on arrival.
+    for (const e of [sub1, started('extracting'), extracted, chunked, embedded, indexed()]) {
       v = evolve(v, e);
       seen.push(v!.status);
     }
-    expect(seen).toEqual(['queued', 'extracting', 'extracting', 'chunking', 'embedding', 'done']);
+    expect(seen).toEqual(['queued', 'extracting', 'chunking', 'embedding', 'embedding', 'done']);
     expect(v).toMatchObject({ id: 'd1', title: 'hello', chunkCount: 1, containerTags: ['t1'], metadata: { k: 'v' }, createdAt: sub1.occurredAt, updatedAt: '2026-01-01T00:00:05.000Z' });
   });
 
   it('never moves a status backwards within a revision (late redelivery)', () => {
     expect(fold([sub1, started('embedding'), started('extracting')])!.status).toBe('embedding');
     expect(fold([sub1, indexed(), started('chunking')])!.status).toBe('done');
+    expect(fold([sub1, chunked, extracted])!.status).toBe('embedding');
+    expect(fold([sub1, indexed(), chunked])!.status).toBe('done');
+  });
+
+  it('a log written when every stage announced its start walks the same statuses', () => {
+    const seen = [sub1, started('extracting'), extracted, started('chunking'), chunked, started('embedding'), embedded, indexed()].map((_, i, all) => fold(all.slice(0, i + 1))!.status);
+    expect(seen).toEqual(['queued', 'extracting', 'chunking', 'chunking', 'embedding', 'embedding', 'embedding', 'done']);
   });
 
   it('a stale revision never overwrites a newer one', () => {
