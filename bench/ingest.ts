@@ -76,7 +76,7 @@ function pct(sorted: number[], p: number): number {
 async function main(): Promise<void> {
   const dir = mkdtempSync(path.join(tmpdir(), 'memstream-bench-'));
   const log = createLogger('bench', { level: 'warn' });
-  const nats = await startNatsServer({ storeDir: path.join(dir, 'nats') });
+  const nats = await startNatsServer({ storeDir: path.join(dir, 'nats'), monitor: true });
   const apiKey = 'ms_bench_' + 'x'.repeat(20);
   const env = { NATS_URL: nats.url, MEMSTREAM_DATA_DIR: dir, MEMSTREAM_API_KEY: apiKey, MEMSTREAM_PORT: '0', LOG_LEVEL: 'warn' };
   const procs: ServiceProcess[] = [];
@@ -125,12 +125,19 @@ async function main(): Promise<void> {
       },
     });
     const views = SqliteDocumentViews.open(path.join(dir, 'views.sqlite'));
+    // Messages the broker took in (publishes, acks, requests) and sent out (deliveries, replies):
+    // the messaging work per document, steadier than CPU time on a shared machine.
+    const varz = async () => {
+      const v = (await (await fetch(`${nats.monitorUrl}/varz`)).json()) as { in_msgs: number; out_msgs: number };
+      return { in: v.in_msgs, out: v.out_msgs };
+    };
     const cpuOf = () => ({ ...Object.fromEntries(procs.map((p) => [p.name, cpuMs(p.child.pid)])), 'nats-server': cpuMs(nats.pid()) }) as Record<string, number>;
 
     /** One phase: n documents of one taskType, started once the phase before has finished. */
     const phase = async (taskType: 'superrag' | 'memory', n: number, finishedBefore: number) => {
       const ids: string[] = [];
       const cpu0 = cpuOf();
+      const msgs0 = await varz();
       let next = 0;
       const t0 = performance.now();
       const worker = async () => {
@@ -168,6 +175,7 @@ async function main(): Promise<void> {
         memorizedSecs = (performance.now() - t0) / 1000;
       }
       const cpu1 = cpuOf();
+      const msgs1 = await varz();
       const cpuMsPerDoc = Object.fromEntries(Object.keys(cpu0).map((k) => [k, +((cpu1[k]! - cpu0[k]!) / n).toFixed(2)]));
       const since = (m: Map<string, number>) => ids.map((id) => (m.get(id) ?? NaN) - sentAt.get(id)!).filter((x) => !Number.isNaN(x)).sort((a, b) => a - b);
       const lat = since(doneAt);
@@ -181,6 +189,7 @@ async function main(): Promise<void> {
         ...(memorizedSecs !== null ? { memorizedDocsPerSec: Math.round(n / memorizedSecs), timeToMemorizedMs: { p50: Math.round(pct(mem, 50)), p99: Math.round(pct(mem, 99)) } } : {}),
         cpuMsPerDoc,
         cpuMsPerDocTotal: +Object.values(cpuMsPerDoc).reduce((a, b) => a + b, 0).toFixed(2),
+        natsMessagesPerDoc: { in: +((msgs1.in - msgs0.in) / n).toFixed(1), out: +((msgs1.out - msgs0.out) / n).toFixed(1) },
       };
     };
     // superrag first (no memorizer work), then memory: the difference is the memorizer's cost.
@@ -230,6 +239,7 @@ async function main(): Promise<void> {
               .sort((a, b) => b[1] - a[1])
               .map(([k, v]) => `${k} ${v}`)
               .join(', ')}`,
+            `    NATS messages per document ${ph.natsMessagesPerDoc.in} in, ${ph.natsMessagesPerDoc.out} out (publishes, acks, requests; deliveries, replies)`,
           ]),
           `  ceiling: raw JetStream pub   ${result.ceilingJetStreamPublishPerSec} messages/s (same payloads, same broker, this run)`,
           `  ratio to ceiling (superrag)  add ${result.addVsCeiling}, end-to-end ${result.endToEndVsCeiling}`,

@@ -19,6 +19,8 @@ export interface NatsServerHandle {
   kill(): Promise<void>;
   /** Start again on the same port and store after a stop or kill. */
   restart(): Promise<void>;
+  /** The monitoring endpoint (`http://127.0.0.1:port`, /varz, /connz…) when started with `monitor`, else null. */
+  monitorUrl: string | null;
   /** Called when the server exits after it was ready (a crash or a kill), not for stop()/kill()/restart(). */
   onExit(listener: (code: number | null, signal: NodeJS.Signals | null) => void): void;
 }
@@ -119,6 +121,8 @@ export async function startNatsServer(opts: {
    * follows the thread that spawned it, and a worker thread ends before its process does.
    */
   dieWithParent?: boolean;
+  /** Serve the monitoring endpoint on a free loopback port (the benches read message counts from /varz). */
+  monitor?: boolean;
 }): Promise<NatsServerHandle> {
   const bin = opts.bin ?? 'nats-server';
   const version = natsServerVersion(bin);
@@ -134,6 +138,7 @@ export async function startNatsServer(opts: {
       conf,
       [
         `listen: "127.0.0.1:${port}"`,
+        ...(opts.monitor ? ['http: "127.0.0.1:-1"'] : []),
         `max_payload: 1MB`,
         `pid_file: ${JSON.stringify(path.resolve(pidFile))}`,
         `authorization {`,
@@ -150,6 +155,7 @@ export async function startNatsServer(opts: {
       { mode: 0o600 },
     );
   let child: ChildProcess | null = null;
+  let monitorUrl: string | null = null;
   const exitListeners: Array<(code: number | null, signal: NodeJS.Signals | null) => void> = [];
 
   const launch = () =>
@@ -173,6 +179,8 @@ export async function startNatsServer(opts: {
         buf += d;
         const m = /Listening for client connections on [\d.]+:(\d+)/.exec(buf);
         if (m) port = Number(m[1]);
+        const mon = /Starting http monitor on ([\d.]+:\d+)/.exec(buf);
+        if (mon) monitorUrl = `http://${mon[1]}`;
         if (/Server is ready/.test(buf) && port > 0) {
           ready = true;
           clearTimeout(timer);
@@ -224,6 +232,9 @@ export async function startNatsServer(opts: {
     },
     version,
     syncAlways,
+    get monitorUrl() {
+      return monitorUrl;
+    },
     pid: () => child?.pid,
     stop: () => waitExit(child, 'SIGTERM'),
     kill: () => waitExit(child, 'SIGKILL'),
