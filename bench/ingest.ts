@@ -131,6 +131,16 @@ async function main(): Promise<void> {
       const v = (await (await fetch(`${nats.monitorUrl}/varz`)).json()) as { in_msgs: number; out_msgs: number };
       return { in: v.in_msgs, out: v.out_msgs };
     };
+    /** The same per client connection (a service's name), summed over its connections. */
+    const connz = async () => {
+      const c = (await (await fetch(`${nats.monitorUrl}/connz?limit=1024`)).json()) as { connections: Array<{ name?: string; in_msgs: number; out_msgs: number }> };
+      const by: Record<string, { in: number; out: number }> = {};
+      for (const x of c.connections) {
+        const k = x.name ?? '(unnamed)';
+        by[k] = { in: (by[k]?.in ?? 0) + x.in_msgs, out: (by[k]?.out ?? 0) + x.out_msgs };
+      }
+      return by;
+    };
     const cpuOf = () => ({ ...Object.fromEntries(procs.map((p) => [p.name, cpuMs(p.child.pid)])), 'nats-server': cpuMs(nats.pid()) }) as Record<string, number>;
 
     /** One phase: n documents of one taskType, started once the phase before has finished. */
@@ -138,6 +148,7 @@ async function main(): Promise<void> {
       const ids: string[] = [];
       const cpu0 = cpuOf();
       const msgs0 = await varz();
+      const conns0 = await connz();
       let next = 0;
       const t0 = performance.now();
       const worker = async () => {
@@ -176,6 +187,7 @@ async function main(): Promise<void> {
       }
       const cpu1 = cpuOf();
       const msgs1 = await varz();
+      const conns1 = await connz();
       const cpuMsPerDoc = Object.fromEntries(Object.keys(cpu0).map((k) => [k, +((cpu1[k]! - cpu0[k]!) / n).toFixed(2)]));
       const since = (m: Map<string, number>) => ids.map((id) => (m.get(id) ?? NaN) - sentAt.get(id)!).filter((x) => !Number.isNaN(x)).sort((a, b) => a - b);
       const lat = since(doneAt);
@@ -190,6 +202,11 @@ async function main(): Promise<void> {
         cpuMsPerDoc,
         cpuMsPerDocTotal: +Object.values(cpuMsPerDoc).reduce((a, b) => a + b, 0).toFixed(2),
         natsMessagesPerDoc: { in: +((msgs1.in - msgs0.in) / n).toFixed(1), out: +((msgs1.out - msgs0.out) / n).toFixed(1) },
+        natsMessagesPerDocByConnection: Object.fromEntries(
+          Object.entries(conns1)
+            .filter(([k]) => k !== 'bench')
+            .map(([k, v]) => [k, { in: +((v.in - (conns0[k]?.in ?? 0)) / n).toFixed(1), out: +((v.out - (conns0[k]?.out ?? 0)) / n).toFixed(1) }]),
+        ),
       };
     };
     // superrag first (no memorizer work), then memory: the difference is the memorizer's cost.
@@ -239,7 +256,10 @@ async function main(): Promise<void> {
               .sort((a, b) => b[1] - a[1])
               .map(([k, v]) => `${k} ${v}`)
               .join(', ')}`,
-            `    NATS messages per document ${ph.natsMessagesPerDoc.in} in, ${ph.natsMessagesPerDoc.out} out (publishes, acks, requests; deliveries, replies)`,
+            `    NATS messages per document ${ph.natsMessagesPerDoc.in} in, ${ph.natsMessagesPerDoc.out} out (publishes, acks, requests; deliveries, replies): ${Object.entries(ph.natsMessagesPerDocByConnection)
+              .sort((a, b) => b[1].in + b[1].out - a[1].in - a[1].out)
+              .map(([k, v]) => `${k.replace(/^memstream-/, '')} ${v.in}/${v.out}`)
+              .join(', ')}`,
           ]),
           `  ceiling: raw JetStream pub   ${result.ceilingJetStreamPublishPerSec} messages/s (same payloads, same broker, this run)`,
           `  ratio to ceiling (superrag)  add ${result.addVsCeiling}, end-to-end ${result.endToEndVsCeiling}`,

@@ -76,4 +76,22 @@ describe('notifier stores over NATS KV', () => {
     await notes.forget('d1');
     expect(await notes.get('d1')).toBeNull();
   });
+
+  it('notes read from the cache are at most cacheMs old, and a write from a stale cache loses nothing', async () => {
+    const { docs } = await openBuckets(bus);
+    let t = 0;
+    const a = kvDocNotes(docs, { cacheMs: 1_000, now: () => t });
+    const b = kvDocNotes(docs, { cacheMs: 1_000, now: () => t });
+    await a.note('d2', { customId: 'c2', containerTags: ['a'], tagsVersion: 0, revision: 1 });
+    // Another replica changes the tags: A's cached note is old until cacheMs has passed.
+    await b.note('d2', { containerTags: ['b'], tagsVersion: 1 });
+    expect((await a.get('d2'))?.containerTags).toEqual(['a']);
+    // A write from A's old copy fails its KV revision check, reads again and merges: B's tags stay.
+    await a.note('d2', { revision: 2 });
+    expect(await kvDocNotes(docs, { cacheMs: 0 }).get('d2')).toEqual({ customId: 'c2', containerTags: ['b'], tagsVersion: 1, revision: 2 });
+    expect(await a.get('d2')).toEqual({ customId: 'c2', containerTags: ['b'], tagsVersion: 1, revision: 2 });
+    await b.note('d2', { containerTags: ['c'], tagsVersion: 2 });
+    t += 1_000;
+    expect((await a.get('d2'))?.containerTags).toEqual(['c']);
+  });
 });

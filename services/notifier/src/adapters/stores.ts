@@ -87,31 +87,60 @@ export async function watchWebhooks(kv: KV, log: Logger): Promise<WebhookRegistr
   };
 }
 
-/** Document notes in KV: merged with optimistic concurrency, so replicas and concurrent events do not lose an update. */
-export function kvDocNotes(kv: KV): DocNotes {
+/**
+ * Document notes in KV: merged with optimistic concurrency, so replicas and concurrent events do
+ * not lose an update. What this process read or wrote is kept for `cacheMs`: a document's
+ * transitions follow one another within seconds, and each read a note it had just written (one
+ * KV get per transition, four or five per document, most of the notifier's broker traffic after
+ * the deliveries themselves). Writes stay conditional on the KV revision, so a cached note that
+ * another replica changed meanwhile only makes the write retry with what it wrote. A read may be
+ * `cacheMs` old only where another replica changed the note (a tag change it handled): with one
+ * notifier, as `./memstream up` runs it, the cache is exact.
+ */
+export function kvDocNotes(kv: KV, opts: { cacheMs?: number; max?: number; now?: () => number } = {}): DocNotes {
+  const cacheMs = opts.cacheMs ?? 10_000;
+  const max = opts.max ?? 10_000;
+  const now = opts.now ?? Date.now;
   const read = (v: Uint8Array): DocNote => JSON.parse(new TextDecoder().decode(v)) as DocNote;
+  /** id → the note and its KV revision (0: none in KV), as of `at`. */
+  const cache = new Map<string, { note: DocNote | null; revision: number; at: number }>();
+  const remember = (id: string, note: DocNote | null, revision: number) => {
+    cache.delete(id);
+    cache.set(id, { note, revision, at: now() });
+    if (cache.size > max) cache.delete(cache.keys().next().value!);
+  };
+  const fresh = (id: string) => {
+    const c = cache.get(id);
+    return c && now() - c.at < cacheMs ? c : null;
+  };
+  const load = async (id: string) => {
+    const e = await kv.get(id);
+    const note = e && e.operation === 'PUT' ? read(e.value) : null;
+    remember(id, note, e?.revision ?? 0);
+    return { note, revision: e?.revision ?? 0 };
+  };
   return {
     async get(id) {
-      const e = await kv.get(id);
-      return e && e.operation === 'PUT' ? read(e.value) : null;
+      return (fresh(id) ?? (await load(id))).note;
     },
     async note(id, patch) {
+      let cur = fresh(id) ?? (await load(id));
       for (let i = 0; ; i++) {
-        const e = await kv.get(id);
-        const prev = e && e.operation === 'PUT' ? read(e.value) : null;
-        const next = mergeNote(prev, patch);
-        if (prev && JSON.stringify(prev) === JSON.stringify(next)) return next;
+        const next = mergeNote(cur.note, patch);
+        if (cur.note && JSON.stringify(cur.note) === JSON.stringify(next)) return next;
         try {
-          if (e) await kv.update(id, JSON.stringify(next), e.revision);
-          else await kv.create(id, JSON.stringify(next));
+          const revision = cur.revision ? await kv.update(id, JSON.stringify(next), cur.revision) : await kv.create(id, JSON.stringify(next));
+          remember(id, next, revision);
           return next;
         } catch (err) {
-          // Another writer got there first: merge again with what it wrote.
+          // Another writer got there first (or the cached revision is old): merge again with what it wrote.
           if (i >= 5 || !/wrong last sequence|exists/i.test(errorMessage(err))) throw err;
+          cur = await load(id);
         }
       }
     },
     async forget(id) {
+      cache.delete(id);
       await kv.purge(id);
     },
   };
