@@ -2,7 +2,7 @@ import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { asHandler, connectBus, follow, lastEvent, latestRevision, publishEvent, recordingContext, runConsumer, submittedEvent, ensureTopology, type Bus, type Handler } from '@memstream/bus';
+import { asHandler, connectBus, follow, lastEvent, publishEvent, recordingContext, runConsumer, submittedEvent, ensureTopology, type Bus, type Handler } from '@memstream/bus';
 import { SqliteChunkIndex } from '@memstream/chunk-index';
 import { compareViews, readLog, startNatsServer, type NatsServerHandle } from '@memstream/cli';
 import { STREAM_DOCS, decodeVector, docSubject, type DocumentEvent, type DocumentSubmitted } from '@memstream/contracts';
@@ -11,7 +11,7 @@ import { SqliteDocumentViews, canonical } from '@memstream/views';
 // The consuming handlers themselves, run in this process against fresh stores.
 import { applyEvent, createProjectionHandler } from '../services/projection/src/handlers/index.js';
 import { createIndexHandler, createMetadataHandler } from '../services/indexer/src/handlers/index.js';
-import { scopeFromLog } from '../services/indexer/src/adapters/scope-from-log.js';
+import { endedSinceFromLog, stateFromLog } from '../services/indexer/src/adapters/scope-from-log.js';
 import { createEmbedHandler } from '../services/embedder/src/handlers/index.js';
 import { createChunkHandler } from '../services/chunker/src/handlers/index.js';
 import { createExtractHandler } from '../services/extractor/src/handlers/index.js';
@@ -164,7 +164,7 @@ describe('idempotency: every event twice, out of order, ends in the same state',
     const live = SqliteChunkIndex.open(path.join(stack.dataDir, 'index.sqlite'));
     const rebuilt = SqliteChunkIndex.open(fresh('index.sqlite'));
     try {
-      const ports = { index: rebuilt, documentScope: scopeFromLog(bus), isDeleted: async (id: string) => (await latestRevision(bus, id)).deleted };
+      const ports = { index: rebuilt, documentState: stateFromLog(bus), endedSince: endedSinceFromLog(bus) };
       const index = asHandler(createIndexHandler(ports));
       const meta = createMetadataHandler(ports);
       const input = [...ofType('document.embedded.v1'), ...ofType('document.metadata-updated.v1')];

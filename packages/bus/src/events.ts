@@ -150,10 +150,28 @@ export async function lastEvent(bus: Bus, documentId: string, kind: EventKind): 
 }
 
 /**
+ * Part of a document's last event of one kind: the envelope with its data validated by `schema`
+ * alone, not the whole event (a submission's content, a chunk list), for readers that need a few
+ * fields of it on every message. Claim-checked data is fetched as decodeEvent does.
+ */
+export async function lastEventPart<T extends z.ZodType>(bus: Bus, documentId: string, kind: EventKind, schema: T): Promise<{ seq: number; revision: number; data: z.infer<T> } | null> {
+  const m = await bus.jsm.direct.getMessage(STREAM_DOCS, { last_by_subj: docSubject(documentId, kind) });
+  if (!m) return null;
+  const wire = WireEnvelope.parse(JSON.parse(dec.decode(m.data)));
+  let data: unknown = wire.data;
+  if (wire.claim) {
+    const blob = await blobStore(bus).get(wire.claim.key);
+    if (!blob) throw new Error(`claim-checked data ${wire.claim.key} is missing from the object store`);
+    data = JSON.parse(dec.decode(blob));
+  }
+  return { seq: m.seq, revision: wire.revision, data: schema.parse(data) };
+}
+
+/**
  * The revision and stream sequence of a document's last event of one kind, read without decoding
  * the event (no validation, no claim-checked data): every runner asks it for every message.
  */
-async function lastRevisionOf(bus: Bus, documentId: string, kind: EventKind): Promise<{ revision: number; seq: number } | null> {
+export async function lastRevisionOf(bus: Bus, documentId: string, kind: EventKind): Promise<{ revision: number; seq: number } | null> {
   const m = await bus.jsm.direct.getMessage(STREAM_DOCS, { last_by_subj: docSubject(documentId, kind) });
   if (!m) return null;
   const { revision } = RevisionOnly.parse(JSON.parse(dec.decode(m.data)));

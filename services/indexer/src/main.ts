@@ -1,13 +1,13 @@
 // First: the OpenTelemetry SDK starts before any application module is loaded.
 import '@memstream/telemetry';
 import { mkdirSync } from 'node:fs';
-import { lastEvent, latestRevision, startWorker } from '@memstream/bus';
+import { startWorker } from '@memstream/bus';
 import { ChunkIndexSet } from '@memstream/chunk-index';
 import { DEFAULT_INDEX } from '@memstream/contracts';
 import { createLogger } from '@memstream/kit';
 import { loadConfig } from './config.js';
 import { createIndexHandler, createMetadataHandler } from './handlers/index.js';
-import { scopeFromLog } from './adapters/scope-from-log.js';
+import { endedSinceFromLog, stateFromLog } from './adapters/scope-from-log.js';
 import { modelIndexes } from './adapters/model-indexes.js';
 
 const config = loadConfig();
@@ -15,7 +15,9 @@ const log = createLogger('indexer', { level: config.LOG_LEVEL });
 
 await startWorker({
   consumer: 'indexer',
-  // Its stage, status and stale-work rule come from its row in the pipeline table.
+  // Its stage and status come from its row in the pipeline table; the stale-work rule is the
+  // handler's, with the reads it makes anyway (handlers/index.ts).
+  skipStale: false,
   natsUrl: config.NATS_URL,
   ackWaitMs: config.MEMSTREAM_ACK_WAIT_MS,
   concurrency: config.INDEXER_CONCURRENCY,
@@ -27,9 +29,8 @@ await startWorker({
     const index = await indexes.get(DEFAULT_INDEX);
     const ports = {
       index,
-      documentScope: scopeFromLog(bus),
-      isDeleted: async (id: string) => (await latestRevision(bus, id)).deleted,
-      hasFailed: async (id: string, revision: number) => ((await lastEvent(bus, id, 'failed'))?.event.revision ?? 0) >= revision,
+      documentState: stateFromLog(bus),
+      endedSince: endedSinceFromLog(bus),
       ...(await modelIndexes(bus, indexes)),
     };
     return {

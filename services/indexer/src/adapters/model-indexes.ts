@@ -10,9 +10,13 @@ import { PermanentError } from '@memstream/kit';
  */
 export async function modelIndexes(bus: Bus, indexes: ChunkIndexSet) {
   const store = await embeddingConfigStore(bus);
+  // Reads asked for while one is in flight share it: a batch's documents, handled together, cost
+  // one KV read between them rather than one each, and each still sees the key as of its handling.
+  let inflight: ReturnType<typeof store.read> | null = null;
+  const read = () => (inflight ??= store.read().finally(() => (inflight = null)));
   return {
     async indexFor(model: string, dim: number): Promise<ChunkIndex> {
-      const { config } = await store.read();
+      const { config } = await read();
       if (!config) return indexes.get(DEFAULT_INDEX);
       const refs = embeddingRefs(config);
       // A model recorded without settings is "the environment's": its name was read by the CLI
@@ -26,7 +30,7 @@ export async function modelIndexes(bus: Bus, indexes: ChunkIndexSet) {
       return indexes.get(ref.index);
     },
     async liveIndexes(): Promise<ChunkIndex[]> {
-      const { config } = await store.read();
+      const { config } = await read();
       const names = config ? [...new Set(embeddingRefs(config).map((r) => r.index))] : [DEFAULT_INDEX];
       return Promise.all(names.map((n) => indexes.get(n)));
     },

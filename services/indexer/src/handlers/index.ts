@@ -4,15 +4,15 @@ import type { ChunkIndex, ReplaceDocumentInput } from '@memstream/chunk-index';
 
 export interface IndexerPorts {
   index: ChunkIndex;
-  /** The document's current tags and metadata (from the log), which search filters on. */
-  documentScope(documentId: string): Promise<{ containerTags: string[]; metadata: Metadata }>;
-  /** Whether the document has been deleted since (its tombstone is the newest revision). */
-  isDeleted(documentId: string): Promise<boolean>;
   /**
-   * Whether this revision (or a newer one) of the document failed: a stage that timed out and
-   * was failed may still finish late, and its output must not become searchable.
+   * The document as the log has it now (adapters/scope-from-log.ts): its newest submitted revision
+   * (0: none, it was deleted), its current tags and metadata, which search filters on, and the
+   * newest revision that failed (a stage that timed out and was failed may still finish late, and
+   * its output must not become searchable).
    */
-  hasFailed?: (documentId: string, revision: number) => Promise<boolean>;
+  documentState(documentId: string): Promise<{ revision: number; scope: { containerTags: string[]; metadata: Metadata }; failedRevision: number }>;
+  /** Whether the document was deleted, or this revision failed, since its state was read (the gateway removed its chunks before our write landed). */
+  endedSince(documentId: string, revision: number): Promise<boolean>;
   /**
    * The index that holds vectors of this model, when models can be switched at run time (each
    * model has its own index: see `memstream replay embed`). Absent: `index`.
@@ -26,6 +26,10 @@ export interface IndexerPorts {
  * embedded → indexed: the index holds exactly this revision's chunks; removed chunks leave it.
  * A batch's documents are written together, one transaction per index (SQLite); when that fails,
  * each document is written on its own so only the one at fault fails.
+ *
+ * The stale-work rule is applied here rather than by the runner (the worker runs with
+ * skipStale off): the state this stage must read anyway (tags, metadata, failures) comes with the
+ * newest submitted revision, so one round of reads decides both.
  */
 export function createIndexHandler(ports: IndexerPorts): BatchHandler {
   type Item = { event: EventOf<'document.embedded.v1'>; ctx: HandlerContext };
@@ -36,13 +40,19 @@ export function createIndexHandler(ports: IndexerPorts): BatchHandler {
       await Promise.all(
         items.map(async ({ event, ctx }: Item, k): Promise<Planned | null> => {
           try {
-            if (await ports.hasFailed?.(event.documentId, event.revision)) {
+            const d = event.data;
+            const [state, modelIndex] = await Promise.all([ports.documentState(event.documentId), ports.indexFor?.(d.model, d.dim)]);
+            if (state.revision !== event.revision) {
+              // A newer revision was submitted, or the document was deleted (its history purged).
+              ctx.log.debug({ latest: state.revision }, 'stale revision: skipped');
+              return null;
+            }
+            if (state.failedRevision >= event.revision) {
               ctx.log.info('this revision failed: its chunks are not indexed');
               return null;
             }
-            const scope = await ports.documentScope(event.documentId);
-            const d = event.data;
-            const index = (await ports.indexFor?.(d.model, d.dim)) ?? ports.index;
+            const { scope } = state;
+            const index = modelIndex ?? ports.index;
             const input: ReplaceDocumentInput = {
               documentId: event.documentId,
               revision: event.revision,
@@ -90,7 +100,7 @@ export function createIndexHandler(ports: IndexerPorts): BatchHandler {
             return;
           }
           // Deleted or failed while we wrote (the gateway removed its chunks before our write landed): remove them again.
-          if ((await ports.isDeleted(event.documentId)) || (await ports.hasFailed?.(event.documentId, event.revision))) {
+          if (await ports.endedSince(event.documentId, event.revision)) {
             await p.index.deleteDocument(event.documentId);
             return;
           }
@@ -111,7 +121,7 @@ export function createMetadataHandler(ports: IndexerPorts): Handler {
   return async (event) => {
     if (event.type !== 'document.metadata-updated.v1') return [];
     // Read the newest state rather than trust this event: updates may arrive out of order.
-    const scope = await ports.documentScope(event.documentId);
+    const { scope } = await ports.documentState(event.documentId);
     for (const index of (await ports.liveIndexes?.()) ?? [ports.index]) await index.updateDocumentMeta(event.documentId, scope);
     return [];
   };

@@ -25,12 +25,12 @@ describe('indexer: a failed revision is never indexed', () => {
     });
   }
 
-  function ports(failedRevision: number): IndexerPorts {
+  function ports(failedRevision: number, latestRevision?: number): IndexerPorts {
     return {
       index,
-      documentScope: async () => ({ containerTags: ['t'], metadata: {} }),
-      isDeleted: async () => false,
-      hasFailed: async (_id, revision) => failedRevision >= revision,
+      // The log's newest submission is the event's own revision unless a test says otherwise.
+      documentState: async () => ({ revision: latestRevision ?? 0, scope: { containerTags: ['t'], metadata: {} }, failedRevision }),
+      endedSince: async (_id: string, revision: number) => failedRevision >= revision,
     };
   }
 
@@ -39,7 +39,7 @@ describe('indexer: a failed revision is never indexed', () => {
     index = SqliteChunkIndex.open(path.join(dir, 'index.sqlite'));
     const late = embeddedFor(1);
     const ctx = recordingContext();
-    const out = await asHandler(createIndexHandler(ports(1)))(late, ctx);
+    const out = await asHandler(createIndexHandler(ports(1, 1)))(late, ctx);
     expect(out ?? []).toEqual([]);
     expect(await index.getDocumentChunks(late.documentId)).toEqual([]);
   });
@@ -48,8 +48,28 @@ describe('indexer: a failed revision is never indexed', () => {
     dir = mkdtempSync(path.join(tmpdir(), 'indexer-unit-'));
     index = SqliteChunkIndex.open(path.join(dir, 'index.sqlite'));
     const ev = embeddedFor(2);
-    const out = await asHandler(createIndexHandler(ports(1)))(ev, recordingContext());
+    const out = await asHandler(createIndexHandler(ports(1, 2)))(ev, recordingContext());
     expect((out ?? []).map((e) => e.type)).toEqual(['document.indexed.v1']);
     expect(await index.getDocumentChunks(ev.documentId)).toHaveLength(1);
+  });
+
+  it('a stale revision, or one of a deleted document, is not indexed: the state read for its tags says so', async () => {
+    dir = mkdtempSync(path.join(tmpdir(), 'indexer-unit-'));
+    index = SqliteChunkIndex.open(path.join(dir, 'index.sqlite'));
+    const ev = embeddedFor(2);
+    for (const latest of [3, 0]) {
+      const out = await asHandler(createIndexHandler(ports(0, latest)))(ev, recordingContext());
+      expect(out ?? []).toEqual([]);
+    }
+    expect(await index.getDocumentChunks(ev.documentId)).toEqual([]);
+  });
+
+  it('deleted while it was written: the chunks are removed again and nothing is emitted', async () => {
+    dir = mkdtempSync(path.join(tmpdir(), 'indexer-unit-'));
+    index = SqliteChunkIndex.open(path.join(dir, 'index.sqlite'));
+    const ev = embeddedFor(2);
+    const out = await asHandler(createIndexHandler({ ...ports(0, 2), endedSince: async () => true }))(ev, recordingContext());
+    expect(out ?? []).toEqual([]);
+    expect(await index.getDocumentChunks(ev.documentId)).toEqual([]);
   });
 });
