@@ -18,6 +18,37 @@ export interface EmbeddingConfigStore {
   watch(onChange: (config: EmbeddingConfig | null) => void): Promise<{ stop(): void }>;
 }
 
+/**
+ * Reads that each start after their caller asked, shared between callers: a caller that arrives
+ * while a read is in flight waits for the next one, which starts when that one ends and serves
+ * everyone who came meanwhile. So every answer is as fresh as a read of its own (a model switch
+ * is seen by every message handled after it), and a batch of documents asking at once costs two
+ * reads instead of one each (the embedder and the indexer read the key for every document).
+ */
+export function freshReads<T>(read: () => Promise<T>): () => Promise<T> {
+  let inflight: Promise<T> | null = null;
+  let next: Promise<T> | null = null;
+  const start = (): Promise<T> => {
+    const p = read().finally(() => {
+      if (inflight === p) inflight = null;
+    });
+    inflight = p;
+    return p;
+  };
+  return () => {
+    if (!inflight) return start();
+    // Joins the read that starts once the one in flight (begun before this call) has ended.
+    next ??= inflight.then(
+      () => undefined,
+      () => undefined,
+    ).then(() => {
+      next = null;
+      return start();
+    });
+    return next;
+  };
+}
+
 export async function embeddingConfigStore(bus: Bus): Promise<EmbeddingConfigStore> {
   const kv: KV = await new Kvm(bus.js).create(CONFIG_BUCKET, { history: 10, replicas: storageReplicas() });
   const parse = (bytes: Uint8Array): EmbeddingConfig | null => {
@@ -29,11 +60,11 @@ export async function embeddingConfigStore(bus: Bus): Promise<EmbeddingConfigSto
     }
   };
   return {
-    async read() {
+    read: freshReads(async () => {
       const e = await kv.get(EMBEDDING_CONFIG_KEY);
       if (!e || e.operation !== 'PUT') return { config: null, revision: e?.revision ?? 0 };
       return { config: parse(e.value), revision: e.revision };
-    },
+    }),
     async write(config, expectedRevision) {
       const body = JSON.stringify(EmbeddingConfig.parse(config));
       return expectedRevision === 0 ? kv.create(EMBEDDING_CONFIG_KEY, body) : kv.update(EMBEDDING_CONFIG_KEY, body, expectedRevision);

@@ -10,10 +10,8 @@ import { PermanentError } from '@memstream/kit';
  */
 export async function modelIndexes(bus: Bus, indexes: ChunkIndexSet) {
   const store = await embeddingConfigStore(bus);
-  // Reads asked for while one is in flight share it: a batch's documents, handled together, cost
-  // one KV read between them rather than one each, and each still sees the key as of its handling.
-  let inflight: ReturnType<typeof store.read> | null = null;
-  const read = () => (inflight ??= store.read().finally(() => (inflight = null)));
+  // store.read() shares concurrent reads (freshReads): a batch's documents cost two KV reads, not one each.
+  const read = () => store.read();
   return {
     async indexFor(model: string, dim: number): Promise<ChunkIndex> {
       const { config } = await read();
