@@ -34,7 +34,10 @@ const testBundles = () => (process.env.MEMSTREAM_TEST_TSX === '1' ? Promise.reso
  */
 export async function startTestStack(opts: { services?: readonly ServiceName[]; env?: Record<string, string> } = {}): Promise<TestStack> {
   const dataDir = mkdtempSync(path.join(tmpdir(), 'memstream-e2e-'));
-  const nats = await startNatsServer({ storeDir: path.join(dataDir, 'nats') });
+  // Neither the broker nor the services outlive this test process: when vitest gives up on a
+  // beforeAll that ran past its timeout, no teardown runs, and a stack left running after the
+  // file (seen once: a broker and seven services for two hours) slows every file after it.
+  const nats = await startNatsServer({ storeDir: path.join(dataDir, 'nats'), dieWithParent: true });
   const apiKey = 'ms_test_' + Math.random().toString(36).slice(2).padEnd(16, 'x');
   const logs: string[] = [];
   const env: Record<string, string> = {
@@ -45,6 +48,8 @@ export async function startTestStack(opts: { services?: readonly ServiceName[]; 
     LOG_LEVEL: process.env.MEMSTREAM_TEST_LOG_LEVEL ?? 'info',
     // A crashed worker's messages come back after this long (production: 5 s, DEFAULT_POLICIES).
     MEMSTREAM_ACK_WAIT_MS: '4000',
+    // Each service stops on its own once this process is gone (kit/lifecycle.ts), as under ./memstream up.
+    MEMSTREAM_EXIT_WITH_PARENT: String(process.pid),
     ...opts.env,
   };
   const procs = new Map<ServiceName, ServiceProcess>();
