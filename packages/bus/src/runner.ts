@@ -247,12 +247,17 @@ export function runConsumer(opts: RunnerOptions): RunningConsumer {
     }
     const event = d.event;
     const about = { event, eventType: event.type, revision: event.revision };
-    const mlog = log.child({ documentId: event.documentId, type: event.type, revision: event.revision, seq: m.seq, deliveryCount });
+    // The message's logger is made when something logs: pino serialises a child's bindings when it
+    // is made, and most messages log nothing (debug is off) — a cost on every message for none.
+    let child: Logger | undefined;
+    const mlog = (): Logger => (child ??= log.child({ documentId: event.documentId, type: event.type, revision: event.revision, seq: m.seq, deliveryCount }));
     // Every publish is sent at once and awaited with the others before the message is acked.
     const sent: Promise<unknown>[] = [];
     const ctx: HandlerContext = {
       msg: { seq: m.seq, deliveryCount, subject: m.subject },
-      log: mlog,
+      get log() {
+        return mlog();
+      },
       emit: (e) => {
         const p = publishEvent(bus, e, { headers: trace });
         sent.push(p);
@@ -265,7 +270,7 @@ export function runConsumer(opts: RunnerOptions): RunningConsumer {
       if (staleness !== 'fresh') {
         if ('unknown' in staleness) throw staleness.unknown;
         await ack(m);
-        mlog.debug({ latest: staleness.stale.revision, deleted: staleness.stale.deleted }, 'stale revision: skipped');
+        if (log.isLevelEnabled('debug')) mlog().debug({ latest: staleness.stale.revision, deleted: staleness.stale.deleted }, 'stale revision: skipped');
         return { outcome: 'skipped-stale', ...about };
       }
       const out = (await runHandler(event, ctx)) ?? [];
@@ -273,7 +278,7 @@ export function runConsumer(opts: RunnerOptions): RunningConsumer {
       await Promise.all(sent);
       await ack(m);
       attempts.delete(m.seq);
-      mlog.debug({ emitted: out.map((e) => e.type), ms: Math.round(performance.now() - started) }, 'event handled');
+      if (log.isLevelEnabled('debug')) mlog().debug({ emitted: out.map((e) => e.type), ms: Math.round(performance.now() - started) }, 'event handled');
       return { outcome: 'handled', ...about };
     } catch (err) {
       if (err instanceof HandedBack) {
@@ -289,12 +294,12 @@ export function runConsumer(opts: RunnerOptions): RunningConsumer {
         const d = decide({ error: err, deliveryCount, maxDeliver, earlier }, backoff);
         if (d.action === 'nak') {
           remember(m.seq, failureSignature(err));
-          mlog.warn({ reason, delayMs: d.delayMs, transient: d.transient }, 'failure: retrying');
+          mlog().warn({ reason, delayMs: d.delayMs, transient: d.transient }, 'failure: retrying');
           m.nak(d.delayMs);
           return { outcome: 'retried', reason, ...about };
         }
-        if (d.lastAttempt) mlog.error({ reason, maxDeliver, class: d.class, seenAttempts: earlier.length + 1 }, 'retries exhausted: failed and dead-lettered');
-        else mlog.warn({ reason, class: d.class }, 'permanent failure');
+        if (d.lastAttempt) mlog().error({ reason, maxDeliver, class: d.class, seenAttempts: earlier.length + 1 }, 'retries exhausted: failed and dead-lettered');
+        else mlog().warn({ reason, class: d.class }, 'permanent failure');
         sent.length = 0;
         await fail(event, m, d, ctx);
         await Promise.all(sent);
@@ -303,7 +308,7 @@ export function runConsumer(opts: RunnerOptions): RunningConsumer {
         return { outcome: d.lastAttempt ? 'dead-lettered' : 'failed', failureClass: d.class, reason, ...about };
       } catch (e2) {
         // Could not even record the failure (broker away): let it come back.
-        mlog.warn({ err: errorMessage(e2) }, 'could not record failure: retrying');
+        mlog().warn({ err: errorMessage(e2) }, 'could not record failure: retrying');
         m.nak(backoff(deliveryCount));
         return { outcome: 'retried', reason: errorMessage(e2), ...about };
       }
