@@ -8,11 +8,11 @@ const extracted = (text: string, format: 'plain' | 'markdown' | 'conversation' =
   follow(sub, 'document.extracted.v1', { title: 't', type: 'text', text, url: null, format });
 
 describe('chunker handler', () => {
-  it('given extracted text, emits stage-started(chunking) then chunked with hashed chunks', async () => {
+  it('given extracted text, emits chunked with hashed chunks (its status came with the extracted event: no stage-started)', async () => {
     const ctx = recordingContext();
     const text = Array.from({ length: 40 }, (_, i) => `## Section ${i}\n\nThe projection folds event ${i} into the view, and replay folds it again the same way.`).join('\n\n');
     const out = (await createChunkHandler({ maxTokens: 128 })(extracted(text), ctx)) ?? [];
-    expect(ctx.emitted.map((e) => [e.type, e.data])).toEqual([['document.stage-started.v1', { stage: 'chunking' }]]);
+    expect(ctx.emitted).toEqual([]);
     expect(out).toHaveLength(1);
     const chunked = out[0]!;
     if (chunked.type !== 'document.chunked.v1') throw new Error('expected chunked');

@@ -5,7 +5,7 @@ import { HashedEmbedder } from '@memstream/embedder';
 import { createEmbedHandler } from './index.js';
 
 describe('embedder handler', () => {
-  it('given chunks, emits stage-started(embedding) then one unit vector per chunk, batched', async () => {
+  it('given chunks, emits one unit vector per chunk, batched (its status came with the chunked event: no stage-started)', async () => {
     const embedder = new HashedEmbedder({ dim: 64 });
     let calls = 0;
     const counting = { model: embedder.model, dim: embedder.dim, embed: (t: string[]) => (calls++, embedder.embed(t)) };
@@ -13,7 +13,7 @@ describe('embedder handler', () => {
     const chunks = Array.from({ length: 5 }, (_, i) => ({ index: i, hash: String(i).repeat(64).slice(0, 64), text: `chunk number ${i} about vectors`, tokens: 5 }));
     const ctx = recordingContext();
     const out = (await asHandler(createEmbedHandler({ embedder: counting, batch: 2 }))(follow(sub, 'document.chunked.v1', { tokenizer: 'o200k_base', chunks }), ctx)) ?? [];
-    expect(ctx.emitted.map((e) => e.data)).toEqual([{ stage: 'embedding' }]);
+    expect(ctx.emitted).toEqual([]);
     expect(calls).toBe(3);
     const e = out[0]!;
     if (e.type !== 'document.embedded.v1') throw new Error('expected embedded');
