@@ -33,6 +33,12 @@ export const Config = z.object({
    */
   MEMSTREAM_BULK_LANE_THRESHOLD: z.coerce.number().int().min(0).default(64),
   MEMSTREAM_BULK_LANE_CACHE_MS: z.coerce.number().int().min(0).max(60_000).default(1000),
+  /**
+   * Every add reads its tags' entityContext and its scope's settings (NATS KV). They are cached:
+   * a change made through this gateway process is seen at once, one made through another as soon
+   * as the bucket's watch reports it (milliseconds), and no value is used older than this.
+   */
+  MEMSTREAM_KV_CACHE_MS: z.coerce.number().int().min(0).max(60_000).default(1000),
   /** Accept webhook receivers on loopback and private addresses (the notifier reads the same variable). */
   MEMSTREAM_WEBHOOK_ALLOW_PRIVATE: z.enum(['true', 'false', '1', '0', '']).default('false').transform((v) => v === 'true' || v === '1'),
   /**

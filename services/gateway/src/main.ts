@@ -60,7 +60,9 @@ try {
     qdrantCollection: config.QDRANT_MEMORY_COLLECTION,
   });
   const memories = { store: memoryStore, log: new MemoryLog(bus, memoryStore), embedder, views, now: () => new Date() };
-  const ports = { views, index: active.deletes, blobs, events: jetstreamEventLog(bus), tagContexts: await kvTagContexts(bus), settings: await kvSettings(bus),
+  const tagContexts = await kvTagContexts(bus, { cacheMs: config.MEMSTREAM_KV_CACHE_MS, log });
+  const settings = await kvSettings(bus, { cacheMs: config.MEMSTREAM_KV_CACHE_MS, log });
+  const ports = { views, index: active.deletes, blobs, events: jetstreamEventLog(bus), tagContexts, settings,
     lanes: viewLanes(views, { threshold: config.MEMSTREAM_BULK_LANE_THRESHOLD, cacheMs: config.MEMSTREAM_BULK_LANE_CACHE_MS }),
     now: () => new Date(),
   };
@@ -103,7 +105,11 @@ try {
   onShutdown(log, [
     ['end event streams', () => eventStreams.closeAll()],
     ['stop accepting requests', () => new Promise<void>((r) => server.close(() => r()))],
-    ['stop the API key watch', () => keyAuth.stop()],
+    ['stop the API key and KV cache watches', async () => {
+      tagContexts.close();
+      settings.close();
+      await keyAuth.stop();
+    }],
     ['drain nats', () => bus.close()],
     ['close stores', async () => Promise.all([views.close(), index.close(), active.close(), memoryStore.close()])],
     ['flush telemetry', () => shutdownTelemetry()],
