@@ -1,59 +1,136 @@
+import { randomFillSync } from 'node:crypto';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { ROOT_CONTEXT, SpanKind, SpanStatusCode, context, propagation, trace } from '@opentelemetry/api';
+import { ROOT_CONTEXT, SpanKind, SpanStatusCode, TraceFlags, context, propagation, trace, type Context, type SpanContext } from '@opentelemetry/api';
 import { httpDuration, scrape } from './metrics.js';
-import { formatTraceparent, requestSpanContext, tracer } from './tracing.js';
+import { formatTraceparent, requestSpanContext, spansRecorded, tracer } from './tracing.js';
 import { telemetryConfigFrom } from './config.js';
 
 /** What the middleware reads of an Express request and response (structural: no Express dependency here). */
 type Req = IncomingMessage & { route?: { path?: unknown }; baseUrl?: string };
 type Res = ServerResponse & { locals: Record<string, unknown> };
+type Next = (err?: unknown) => void;
 
 /** Probes and scrapes: measured, but not traced (they would bury the document traces). */
 const UNTRACED = new Set(['/healthz', '/readyz', '/metrics']);
 
+const TRACEPARENT = /^00-([\da-f]{32})-([\da-f]{16})-[\da-f]{2}$/;
+const ZEROS = /^0+$/;
+
+// Random ids from a pool filled 4 KB at a time: one randomBytes call per id was a visible part
+// of a request's cost (a syscall and a buffer each).
+const POOL = Buffer.allocUnsafe(4096);
+let poolAt = POOL.length;
+function randomHex(bytes: number): string {
+  if (poolAt + bytes > POOL.length) {
+    randomFillSync(POOL);
+    poolAt = 0;
+  }
+  const s = POOL.toString('hex', poolAt, poolAt + bytes);
+  poolAt += bytes;
+  return s;
+}
+
+/**
+ * The span context of a request when spans are not recorded: the trace of the request's valid
+ * traceparent, or a new one, and a new span id. The same ids a recorded span would have.
+ */
+export function leanSpanContext(incoming: string | undefined): SpanContext {
+  const m = incoming ? TRACEPARENT.exec(incoming) : null;
+  const traceId = m && !ZEROS.test(m[1]!) && !ZEROS.test(m[2]!) ? m[1]! : randomHex(16);
+  return { traceId, spanId: randomHex(8), traceFlags: TraceFlags.SAMPLED };
+}
+
 /**
  * First middleware of the gateway: a server span per request, continued from the request's
  * traceparent when it has a valid one; `res.locals.traceparent` is that span's context (what the
- * handlers publish with) and `x-trace-id` its trace id. On finish, the request goes into
- * memstream_http_request_duration_seconds by method, route pattern and status.
+ * handlers publish with) and `x-trace-id` its trace id; the handlers run in its context, so log
+ * lines carry its ids. On finish, the request goes into memstream_http_request_duration_seconds
+ * by method, route pattern and status.
+ *
+ * When this process records no spans (no exporter: startTelemetry), the request gets the same ids
+ * without a span object: no propagator, no sampler, no attributes, and req and res are not patched
+ * to carry the context to their listeners (a bound emitter gets six wrapped methods; that and the
+ * span were about a fifth of an add's CPU). The middlewares that call on from a stream event (the
+ * body parsers, multer) are wrapped in `keepContext` instead.
  */
-export function httpTelemetry(): (req: Req, res: Res, next: (err?: unknown) => void) => void {
-  return (req, res, next) => {
-    const t0 = performance.now();
-    const path = (req.url ?? '/').split('?')[0]!;
-    const incoming = typeof req.headers.traceparent === 'string' ? req.headers.traceparent : undefined;
-    const carrier: Record<string, string> = {};
-    if (incoming) carrier.traceparent = incoming;
-    if (typeof req.headers.tracestate === 'string') carrier.tracestate = req.headers.tracestate;
-    const parent = propagation.extract(ROOT_CONTEXT, carrier);
-    const traced = !UNTRACED.has(path);
-    const span = traced
-      ? tracer().startSpan(req.method ?? 'HTTP', { kind: SpanKind.SERVER, attributes: { 'http.request.method': req.method ?? '', 'url.path': path } }, parent)
-      : null;
-    const sc = span ? requestSpanContext(span, incoming) : null;
-    const ctx = span && sc ? trace.setSpan(parent, span.isRecording() ? span : trace.wrapSpanContext(sc)) : parent;
-    if (sc) {
-      res.locals.traceparent = formatTraceparent(sc);
-      res.setHeader('x-trace-id', sc.traceId);
+export function httpTelemetry(opts: { recordSpans?: boolean } = {}): (req: Req, res: Res, next: Next) => void {
+  const record = opts.recordSpans ?? spansRecorded();
+  return record ? recorded : lean;
+}
+
+/** The route pattern that answered, never the raw path: one series per route, not one per document id. */
+function routeOf(req: Req): string {
+  return req.route && typeof req.route.path === 'string' ? (req.baseUrl ?? '') + req.route.path : '(unmatched)';
+}
+
+function observe(req: Req, route: string, status: number, t0: number): void {
+  httpDuration.observe({ method: req.method ?? '', route, status: String(status) }, (performance.now() - t0) / 1000);
+}
+
+function pathOf(req: Req): string {
+  const url = req.url ?? '/';
+  const q = url.indexOf('?');
+  return q < 0 ? url : url.slice(0, q);
+}
+
+function lean(req: Req, res: Res, next: Next): void {
+  const t0 = performance.now();
+  res.once('close', () => observe(req, routeOf(req), res.statusCode, t0));
+  if (UNTRACED.has(pathOf(req))) return next();
+  const tp = req.headers.traceparent;
+  const sc = leanSpanContext(typeof tp === 'string' ? tp : undefined);
+  res.locals.traceparent = formatTraceparent(sc);
+  res.setHeader('x-trace-id', sc.traceId);
+  context.with(trace.setSpanContext(ROOT_CONTEXT, sc), next);
+}
+
+function recorded(req: Req, res: Res, next: Next): void {
+  const t0 = performance.now();
+  const path = pathOf(req);
+  const incoming = typeof req.headers.traceparent === 'string' ? req.headers.traceparent : undefined;
+  const carrier: Record<string, string> = {};
+  if (incoming) carrier.traceparent = incoming;
+  if (typeof req.headers.tracestate === 'string') carrier.tracestate = req.headers.tracestate;
+  const parent = propagation.extract(ROOT_CONTEXT, carrier);
+  const traced = !UNTRACED.has(path);
+  const span = traced
+    ? tracer().startSpan(req.method ?? 'HTTP', { kind: SpanKind.SERVER, attributes: { 'http.request.method': req.method ?? '', 'url.path': path } }, parent)
+    : null;
+  const sc = span ? requestSpanContext(span, incoming) : null;
+  const ctx = span && sc ? trace.setSpan(parent, span.isRecording() ? span : trace.wrapSpanContext(sc)) : parent;
+  if (sc) {
+    res.locals.traceparent = formatTraceparent(sc);
+    res.setHeader('x-trace-id', sc.traceId);
+  }
+  res.once('close', () => {
+    const route = routeOf(req);
+    const status = res.statusCode;
+    observe(req, route, status, t0);
+    if (span) {
+      span.updateName(`${req.method} ${route}`);
+      span.setAttribute('http.route', route);
+      span.setAttribute('http.response.status_code', status);
+      if (status >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
+      if (!res.writableFinished) span.setAttribute('http.aborted', true);
+      span.end();
     }
-    res.once('close', () => {
-      // The pattern, never the raw path: one series per route, not one per document id.
-      const route = req.route && typeof req.route.path === 'string' ? (req.baseUrl ?? '') + req.route.path : '(unmatched)';
-      const status = res.statusCode;
-      httpDuration.observe({ method: req.method ?? '', route, status: String(status) }, (performance.now() - t0) / 1000);
-      if (span) {
-        span.updateName(`${req.method} ${route}`);
-        span.setAttribute('http.route', route);
-        span.setAttribute('http.response.status_code', status);
-        if (status >= 500) span.setStatus({ code: SpanStatusCode.ERROR });
-        if (!res.writableFinished) span.setAttribute('http.aborted', true);
-        span.end();
-      }
-    });
-    // Body parsers and multer call on from stream events: bound, they stay inside the request's span.
-    context.bind(ctx, req);
-    context.bind(ctx, res);
-    context.with(ctx, () => next());
+  });
+  // Body parsers and multer call on from stream events: bound, they stay inside the request's span.
+  context.bind(ctx, req);
+  context.bind(ctx, res);
+  context.with(ctx, () => next());
+}
+
+/**
+ * A middleware that calls `next` from a stream event (a body parser, multer), made to call it in
+ * the context it was entered with: the request's, so the handlers after it log and publish in the
+ * request's trace whether or not req was bound to it.
+ */
+export function keepContext<Q, S>(mw: (req: Q, res: S, next: Next) => void): (req: Q, res: S, next: Next) => void {
+  return (req, res, next) => {
+    const ctx: Context = context.active();
+    if (ctx === ROOT_CONTEXT) return mw(req, res, next);
+    mw(req, res, (err) => context.with(ctx, next, undefined, err));
   };
 }
 

@@ -28,6 +28,8 @@ const BUS_SLOT = Symbol.for('memstream.bus.telemetry');
 interface Started {
   config: TelemetryConfig;
   sdk: NodeSDK;
+  /** Whether spans go anywhere (an exporter, or a test's processors): else only their ids are carried. */
+  recordSpans: boolean;
 }
 let started: Started | null = null;
 
@@ -95,12 +97,18 @@ export function startTelemetry(opts: { env?: NodeJS.ProcessEnv; entry?: string; 
     diag.setLogger(toLog, { suppressOverrideMessage: true });
   }
   sdk.start();
-  started = { config, sdk };
+  // Spans are recorded only when something takes them (an exporter, or a test's processors).
+  const recordSpans = Boolean(opts.spanProcessors) || config.exportTraces;
+  started = { config, sdk, recordSpans };
   initMetrics(config.service);
   setLogContext(logFields);
-  // Spans are recorded only when something takes them (an exporter, or a test's processors).
-  (globalThis as Record<symbol, unknown>)[BUS_SLOT] = busTelemetry(config, { recordSpans: Boolean(opts.spanProcessors) || config.exportTraces });
+  (globalThis as Record<symbol, unknown>)[BUS_SLOT] = busTelemetry(config, { recordSpans });
   return config;
+}
+
+/** Whether this process records spans (startTelemetry: an exporter or span processors); false before it started. */
+export function spansRecorded(): boolean {
+  return started?.recordSpans ?? false;
 }
 
 /** Export what is buffered and stop: the last step of shutdown. */

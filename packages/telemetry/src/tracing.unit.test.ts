@@ -4,7 +4,7 @@ import { SpanKind, context, trace } from '@opentelemetry/api';
 import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import type { BusTelemetry } from '../../bus/src/events.js';
 import { serviceFromEntry, tracesExportEnabled } from './config.js';
-import { httpTelemetry } from './http.js';
+import { httpTelemetry, keepContext } from './http.js';
 import { scrape, watchConsumer, watchDocumentStatuses } from './metrics.js';
 import { busTelemetry, logFields, startTelemetry, tracer } from './tracing.js';
 
@@ -242,5 +242,59 @@ describe('HTTP middleware', () => {
     await new Promise((r) => setTimeout(r, 20));
     expect(await sample('memstream_http_request_duration_seconds_count', { method: 'GET', route: '/v3/documents/:id', status: '200' })).toBe(before + 3);
     expect(await sample('memstream_http_request_duration_seconds_count', { route: '(unmatched)', status: '404' })).toBe(1);
+  });
+});
+
+describe('HTTP middleware without recorded spans', () => {
+  let server: Server;
+  let base: string;
+  const seen: Array<{ published: string | undefined; log: Record<string, string> | undefined; body: string }> = [];
+  beforeAll(async () => {
+    const mw = httpTelemetry({ recordSpans: false });
+    // A body parser as body-parser is one: it calls on from the request stream's 'end' event.
+    const parser = keepContext((req: import('node:http').IncomingMessage, _res: unknown, next: (err?: unknown) => void) => {
+      let body = '';
+      req.on('data', (c: Buffer) => (body += c.toString('utf8')));
+      req.on('end', () => {
+        (req as unknown as { body: string }).body = body;
+        next();
+      });
+    });
+    server = createServer((req, res) => {
+      const r = Object.assign(req, { baseUrl: '', route: { path: '/v3/documents' } });
+      const s = Object.assign(res, { locals: {} as Record<string, unknown> });
+      mw(r, s, () =>
+        parser(req, res, () => {
+          seen.push({ published: s.locals.traceparent as string | undefined, log: logFields(), body: (req as unknown as { body: string }).body });
+          res.end('{}');
+        }),
+      );
+    });
+    await new Promise<void>((r) => server.listen(0, '127.0.0.1', () => r()));
+    const a = server.address();
+    base = `http://127.0.0.1:${typeof a === 'object' && a ? a.port : 0}`;
+  });
+  afterAll(() => new Promise<void>((r) => server.close(() => r())));
+
+  it('gives the request the ids a span would have, in x-trace-id, the published traceparent and the log lines after the body was read, and records no span', async () => {
+    const before = (await finished()).length;
+    const traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
+    const res = await fetch(`${base}/v3/documents`, { method: 'POST', body: 'x'.repeat(100_000), headers: { traceparent: `00-${traceId}-00f067aa0ba902b7-01` } });
+    expect(res.headers.get('x-trace-id')).toBe(traceId);
+    const got = seen.at(-1)!;
+    expect(got.body.length).toBe(100_000);
+    expect(got.published).toMatch(new RegExp(`^00-${traceId}-[0-9a-f]{16}-01$`));
+    expect(got.published).not.toContain('00f067aa0ba902b7');
+    expect(got.log).toEqual({ traceId, spanId: got.published!.split('-')[2] });
+    for (const tp of [undefined, 'garbage', '00-00000000000000000000000000000000-00f067aa0ba902b7-01', `00-${traceId}-0000000000000000-01`]) {
+      const r = await fetch(`${base}/v3/documents`, { method: 'POST', body: '{}', ...(tp ? { headers: { traceparent: tp } } : {}) });
+      const id = r.headers.get('x-trace-id');
+      expect(id).toMatch(/^[\da-f]{32}$/);
+      expect(id).not.toBe(traceId);
+      expect(seen.at(-1)!.log?.traceId).toBe(id);
+    }
+    // Every request its own trace.
+    expect(new Set(seen.slice(-4).map((x) => x.log?.traceId)).size).toBe(4);
+    expect((await finished()).length).toBe(before);
   });
 });

@@ -1,4 +1,4 @@
-import { timingSafeEqual, createHash } from 'node:crypto';
+import { hash, timingSafeEqual } from 'node:crypto';
 import { Router, type RequestHandler, type Response } from 'express';
 import type { RateLimitErrorBody } from '@memstream/contracts';
 import { AuthError, PermissionError, type Logger } from '@memstream/kit';
@@ -19,7 +19,7 @@ export interface AuthOptions {
 }
 
 function digest(s: string): Buffer {
-  return createHash('sha256').update(s).digest();
+  return hash('sha256', s, 'buffer');
 }
 
 /**
