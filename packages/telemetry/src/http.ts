@@ -48,10 +48,11 @@ export function leanSpanContext(incoming: string | undefined): SpanContext {
  * by method, route pattern and status.
  *
  * When this process records no spans (no exporter: startTelemetry), the request gets the same ids
- * without a span object: no propagator, no sampler, no attributes, and req and res are not patched
- * to carry the context to their listeners (a bound emitter gets six wrapped methods; that and the
- * span were about a fifth of an add's CPU). The middlewares that call on from a stream event (the
- * body parsers, multer) are wrapped in `keepContext` instead.
+ * without a span object and without a context: no propagator, no sampler, no attributes, req and
+ * res not patched to carry a context to their listeners, and no AsyncLocalStorage at all. Node 20's
+ * AsyncLocalStorage runs a hook on every promise of the process once it is first used; that, the
+ * span and the patched emitters were about a third of an add's CPU. The handlers then publish
+ * with res.locals.traceparent as before, and put `requestTraceFields(res)` on their log lines.
  */
 export function httpTelemetry(opts: { recordSpans?: boolean } = {}): (req: Req, res: Res, next: Next) => void {
   const record = opts.recordSpans ?? spansRecorded();
@@ -80,8 +81,20 @@ function lean(req: Req, res: Res, next: Next): void {
   const tp = req.headers.traceparent;
   const sc = leanSpanContext(typeof tp === 'string' ? tp : undefined);
   res.locals.traceparent = formatTraceparent(sc);
+  res.locals[TRACE_FIELDS] = { traceId: sc.traceId, spanId: sc.spanId };
   res.setHeader('x-trace-id', sc.traceId);
-  context.with(trace.setSpanContext(ROOT_CONTEXT, sc), next);
+  next();
+}
+
+const TRACE_FIELDS = 'traceFields';
+
+/**
+ * The trace ids a log line about this request must carry itself: set when spans are not recorded
+ * (then no context is active in the handlers, see httpTelemetry), absent when they are (then the
+ * log lines get them from the active span, as every line of a worker does).
+ */
+export function requestTraceFields(res: { locals: Record<string, unknown> }): { traceId: string; spanId: string } | undefined {
+  return res.locals[TRACE_FIELDS] as { traceId: string; spanId: string } | undefined;
 }
 
 function recorded(req: Req, res: Res, next: Next): void {
@@ -124,7 +137,8 @@ function recorded(req: Req, res: Res, next: Next): void {
 /**
  * A middleware that calls `next` from a stream event (a body parser, multer), made to call it in
  * the context it was entered with: the request's, so the handlers after it log and publish in the
- * request's trace whether or not req was bound to it.
+ * request's trace whether or not req was bound to it. Without an active context (no spans
+ * recorded), the middleware itself.
  */
 export function keepContext<Q, S>(mw: (req: Q, res: S, next: Next) => void): (req: Q, res: S, next: Next) => void {
   return (req, res, next) => {

@@ -3,6 +3,6 @@
 import './register.js';
 
 export { startTelemetry, shutdownTelemetry, logFields, traceHeaders, tracer, busTelemetry } from './tracing.js';
-export { httpTelemetry, keepContext, metricsHandler } from './http.js';
+export { httpTelemetry, keepContext, metricsHandler, requestTraceFields } from './http.js';
 export { registry, watchConsumer, watchDocumentStatuses, recordOutcome, recordWebhookDelivery, recordMemorized, recordMemoryChanges, scrape } from './metrics.js';
 export { telemetryConfigFrom, tracesExportEnabled, type TelemetryConfig } from './config.js';

@@ -4,7 +4,7 @@ import { SpanKind, context, trace } from '@opentelemetry/api';
 import { InMemorySpanExporter, SimpleSpanProcessor } from '@opentelemetry/sdk-trace-base';
 import type { BusTelemetry } from '../../bus/src/events.js';
 import { serviceFromEntry, tracesExportEnabled } from './config.js';
-import { httpTelemetry, keepContext } from './http.js';
+import { httpTelemetry, keepContext, requestTraceFields } from './http.js';
 import { scrape, watchConsumer, watchDocumentStatuses } from './metrics.js';
 import { busTelemetry, logFields, startTelemetry, tracer } from './tracing.js';
 
@@ -202,6 +202,7 @@ describe('HTTP middleware', () => {
   let server: Server;
   let base: string;
   let published: string | undefined;
+  let activeLog: { fields: unknown; log: Record<string, string> | undefined } | undefined;
   beforeAll(async () => {
     const mw = httpTelemetry();
     server = createServer((req, res) => {
@@ -209,6 +210,8 @@ describe('HTTP middleware', () => {
       const s = Object.assign(res, { locals: {} as Record<string, unknown> });
       mw(r, s, () => {
         published = s.locals.traceparent as string | undefined;
+        // Recorded spans: the log lines get the ids from the active span, not from separate fields.
+        activeLog = { fields: requestTraceFields(s), log: logFields() };
         res.statusCode = req.url?.startsWith('/v3/') ? 200 : 404;
         res.end('{}');
       });
@@ -228,6 +231,7 @@ describe('HTTP middleware', () => {
     expect(span.name).toBe('GET /v3/documents/:id');
     expect(span.parentSpanContext?.spanId).toBe('00f067aa0ba902b7');
     expect(published).toBe(`00-4bf92f3577b34da6a3ce929d0e0e4736-${span.spanContext().spanId}-01`);
+    expect(activeLog).toEqual({ fields: undefined, log: { traceId: '4bf92f3577b34da6a3ce929d0e0e4736', spanId: span.spanContext().spanId } });
   });
 
   it('starts a new trace for a missing or malformed traceparent, and labels by route pattern', async () => {
@@ -248,7 +252,7 @@ describe('HTTP middleware', () => {
 describe('HTTP middleware without recorded spans', () => {
   let server: Server;
   let base: string;
-  const seen: Array<{ published: string | undefined; log: Record<string, string> | undefined; body: string }> = [];
+  const seen: Array<{ published: string | undefined; fields: { traceId: string; spanId: string } | undefined; active: unknown; body: string }> = [];
   beforeAll(async () => {
     const mw = httpTelemetry({ recordSpans: false });
     // A body parser as body-parser is one: it calls on from the request stream's 'end' event.
@@ -265,7 +269,7 @@ describe('HTTP middleware without recorded spans', () => {
       const s = Object.assign(res, { locals: {} as Record<string, unknown> });
       mw(r, s, () =>
         parser(req, res, () => {
-          seen.push({ published: s.locals.traceparent as string | undefined, log: logFields(), body: (req as unknown as { body: string }).body });
+          seen.push({ published: s.locals.traceparent as string | undefined, fields: requestTraceFields(s), active: logFields(), body: (req as unknown as { body: string }).body });
           res.end('{}');
         }),
       );
@@ -276,7 +280,7 @@ describe('HTTP middleware without recorded spans', () => {
   });
   afterAll(() => new Promise<void>((r) => server.close(() => r())));
 
-  it('gives the request the ids a span would have, in x-trace-id, the published traceparent and the log lines after the body was read, and records no span', async () => {
+  it('gives the request the ids a span would have, in x-trace-id, the published traceparent and the log fields, with no span and no context', async () => {
     const before = (await finished()).length;
     const traceId = '4bf92f3577b34da6a3ce929d0e0e4736';
     const res = await fetch(`${base}/v3/documents`, { method: 'POST', body: 'x'.repeat(100_000), headers: { traceparent: `00-${traceId}-00f067aa0ba902b7-01` } });
@@ -285,16 +289,18 @@ describe('HTTP middleware without recorded spans', () => {
     expect(got.body.length).toBe(100_000);
     expect(got.published).toMatch(new RegExp(`^00-${traceId}-[0-9a-f]{16}-01$`));
     expect(got.published).not.toContain('00f067aa0ba902b7');
-    expect(got.log).toEqual({ traceId, spanId: got.published!.split('-')[2] });
+    expect(got.fields).toEqual({ traceId, spanId: got.published!.split('-')[2] });
+    // No AsyncLocalStorage in this mode: the log lines take the ids from requestTraceFields.
+    expect(got.active).toBeUndefined();
     for (const tp of [undefined, 'garbage', '00-00000000000000000000000000000000-00f067aa0ba902b7-01', `00-${traceId}-0000000000000000-01`]) {
       const r = await fetch(`${base}/v3/documents`, { method: 'POST', body: '{}', ...(tp ? { headers: { traceparent: tp } } : {}) });
       const id = r.headers.get('x-trace-id');
       expect(id).toMatch(/^[\da-f]{32}$/);
       expect(id).not.toBe(traceId);
-      expect(seen.at(-1)!.log?.traceId).toBe(id);
+      expect(seen.at(-1)!.fields?.traceId).toBe(id);
     }
     // Every request its own trace.
-    expect(new Set(seen.slice(-4).map((x) => x.log?.traceId)).size).toBe(4);
+    expect(new Set(seen.slice(-4).map((x) => x.fields?.traceId)).size).toBe(4);
     expect((await finished()).length).toBe(before);
   });
 });

@@ -29,6 +29,7 @@ import { memoryRoutes } from './http/memories.js';
 import { dreamingOf, type MemoryPorts } from './handlers/memories.js';
 import { mcpRoutes } from './http/mcp.js';
 import { consoleRoutes } from './http/console.js';
+import { requestLog } from './http/request-log.js';
 
 export interface AppOptions {
   ports: GatewayPorts;
@@ -78,7 +79,7 @@ export function createApp(opts: AppOptions): Express {
   const add: RequestHandler = async (req, res) => {
     const out = await addDocument(ports, req.body, trace(req), scopeOf(res));
     // At debug: one line per add was a measurable part of the hottest request's cost.
-    log.debug({ documentId: out.id, status: out.status }, 'document accepted');
+    if (log.isLevelEnabled('debug')) requestLog(log, res).debug({ documentId: out.id, status: out.status }, 'document accepted');
     // Written as res.json would write it (the answer is far below the size cap), without res.send's checks.
     const text = JSON.stringify(out);
     res.writeHead(200, { 'content-type': 'application/json; charset=utf-8', 'content-length': Buffer.byteLength(text) });
@@ -126,7 +127,7 @@ export function createApp(opts: AppOptions): Express {
     res.json(await listProcessing(ports, scopeOf(res)));
   });
   app.delete('/v3/documents/bulk', async (req, res) => {
-    res.json(await bulkDelete(ports, req.body, scopeOf(res)));
+    res.json(await bulkDelete(ports, req.body, scopeOf(res), trace(req)));
   });
   app.post('/v3/documents/list', async (req, res) => {
     res.json(await listDocuments(ports, req.body ?? {}, scopeOf(res)));
@@ -150,8 +151,8 @@ export function createApp(opts: AppOptions): Express {
     res.json(await updateDocument(ports, req.params.id, req.body ?? {}, trace(req), scopeOf(res)));
   });
   app.delete('/v3/documents/:id', async (req, res) => {
-    const id = await deleteDocument(ports, req.params.id, 'api', scopeOf(res));
-    log.info({ documentId: id }, 'document deleted');
+    const id = await deleteDocument(ports, req.params.id, 'api', scopeOf(res), trace(req));
+    requestLog(log, res).info({ documentId: id }, 'document deleted');
     res.status(204).end();
   });
 

@@ -51,9 +51,9 @@ export async function updateContainerTag(ports: GatewayPorts, rawTag: string, bo
  * tag's settings. A scoped key keeps, and is told about, documents that also carry tags outside
  * its scope.
  */
-export async function deleteContainerTag(ports: GatewayPorts, rawTag: string, scope: TagScope): Promise<DeleteContainerTagResponse> {
+export async function deleteContainerTag(ports: GatewayPorts, rawTag: string, scope: TagScope, headers: Record<string, string> = {}): Promise<DeleteContainerTagResponse> {
   const tag = tagOf(rawTag, scope);
-  const { deletedCount, errors } = await deleteBySelector(ports, { containerTags: [tag] }, scope);
+  const { deletedCount, errors } = await deleteBySelector(ports, { containerTags: [tag] }, scope, headers);
   await ports.tagContexts.delete(tag);
   return { success: errors.length === 0, containerTag: tag, deletedCount, ...(errors.length > 0 ? { errors } : {}) };
 }

@@ -493,20 +493,23 @@ export async function retryDocument(ports: GatewayPorts, idOrCustomId: string, h
  * blobs, chunks and view removed. Works at any status: deleting a document that is still being
  * processed succeeds (the stages drop work for a deleted document).
  */
-export async function deleteDocument(ports: GatewayPorts, idOrCustomId: string, reason: 'api' | 'bulk' = 'api', scope: TagScope = null): Promise<string> {
+export async function deleteDocument(ports: GatewayPorts, idOrCustomId: string, reason: 'api' | 'bulk' = 'api', scope: TagScope = null, headers: Record<string, string> = {}): Promise<string> {
   const { id, head, view } = await resolveId(ports, idOrCustomId, scope);
   assertOwns(scope, head.submitted ? currentScope(head).containerTags : (view?.containerTags ?? []), idOrCustomId);
   const eventId = newId();
-  const seq = await ports.events.publish({
-    id: eventId,
-    type: 'document.deleted.v1',
-    documentId: id,
-    revision: Math.max(1, head.revision),
-    occurredAt: ports.now().toISOString(),
-    correlationId: eventId,
-    causationId: null,
-    data: { reason },
-  });
+  const seq = await ports.events.publish(
+    {
+      id: eventId,
+      type: 'document.deleted.v1',
+      documentId: id,
+      revision: Math.max(1, head.revision),
+      occurredAt: ports.now().toISOString(),
+      correlationId: eventId,
+      causationId: null,
+      data: { reason },
+    },
+    { headers },
+  );
   await ports.events.purgeBefore(id, seq);
   await Promise.all([ports.blobs.deleteDocument(id), ports.index.deleteDocument(id), ports.views.delete(id)]);
   return id;
@@ -543,7 +546,7 @@ async function inParallel<T>(items: readonly T[], n: number, fn: (item: T) => Pr
  * head in the log (tags from its newest submission or metadata update, filepath from its
  * submission), never from a view that may be behind.
  */
-export async function deleteBySelector(ports: GatewayPorts, sel: DeleteSelector, scope: TagScope): Promise<{ deletedCount: number; errors: Array<{ id: string; error: string }> }> {
+export async function deleteBySelector(ports: GatewayPorts, sel: DeleteSelector, scope: TagScope, headers: Record<string, string> = {}): Promise<{ deletedCount: number; errors: Array<{ id: string; error: string }> }> {
   // The log first, then the view: whatever the view lacks at the moment it is read is after the floor.
   const candidates = new Set(await ports.events.unprojected());
   for (let offset = 0; ; offset += 200) {
@@ -575,7 +578,7 @@ export async function deleteBySelector(ports: GatewayPorts, sel: DeleteSelector,
   let deletedCount = 0;
   await inParallel(take, 8, async (id) => {
     try {
-      await deleteDocument(ports, id, 'bulk', scope);
+      await deleteDocument(ports, id, 'bulk', scope, headers);
       deletedCount++;
     } catch (err) {
       // Deleted by someone else meanwhile: gone, as asked.
@@ -586,7 +589,7 @@ export async function deleteBySelector(ports: GatewayPorts, sel: DeleteSelector,
 }
 
 /** DELETE /v3/documents/bulk: by ids (each reported), by container tags, or by filepath. */
-export async function bulkDelete(ports: GatewayPorts, body: unknown, scope: TagScope = null): Promise<BulkDeleteResponse> {
+export async function bulkDelete(ports: GatewayPorts, body: unknown, scope: TagScope = null, headers: Record<string, string> = {}): Promise<BulkDeleteResponse> {
   const req = BulkDeleteRequest.parse(body);
   // Deleting by a tag outside a scoped key's tags is refused whole; by filepath alone, it is limited to the key's tags.
   const tags = req.containerTags || req.filepath ? readTags(scope, req.containerTags) : undefined;
@@ -594,7 +597,7 @@ export async function bulkDelete(ports: GatewayPorts, body: unknown, scope: TagS
   const errors: Array<{ id: string; error: string }> = [];
   for (const id of req.ids ?? []) {
     try {
-      await deleteDocument(ports, id, 'bulk', scope);
+      await deleteDocument(ports, id, 'bulk', scope, headers);
       deletedCount++;
     } catch (err) {
       if (err instanceof NotFoundError) errors.push({ id, error: 'not found' });
@@ -603,7 +606,7 @@ export async function bulkDelete(ports: GatewayPorts, body: unknown, scope: TagS
     }
   }
   if (req.containerTags || req.filepath) {
-    const out = await deleteBySelector(ports, { ...(tags ? { containerTags: tags } : {}), ...(req.filepath !== undefined ? { filepath: req.filepath } : {}) }, scope);
+    const out = await deleteBySelector(ports, { ...(tags ? { containerTags: tags } : {}), ...(req.filepath !== undefined ? { filepath: req.filepath } : {}) }, scope, headers);
     deletedCount += out.deletedCount;
     errors.push(...out.errors);
   }

@@ -5,6 +5,7 @@ import { AuthError, PermissionError, type Logger } from '@memstream/kit';
 import { KEY_PREFIX, createScopedKey, listScopedKeys, parseKeyId, revokeScopedKey, verifyScopedKey, type KeyPorts } from '../handlers/keys.js';
 import { tagScope, type Principal, type TagScope } from '../handlers/scope.js';
 import type { RateLimit, RateLimiter } from '../adapters/rate-limit.js';
+import { requestLog } from './request-log.js';
 
 export type { Principal };
 
@@ -104,7 +105,7 @@ export function keyRoutes(keys: KeyPorts, log?: Logger): Router {
   r.post('/v3/auth/scoped-key', requireAdmin, async (req, res) => {
     const out = await createScopedKey(keys, req.body ?? {});
     // Never the key: its id is enough to find it again.
-    log?.info({ keyId: out.id, containerTags: out.containerTags, expiresAt: out.expiresAt }, 'scoped API key created');
+    if (log) requestLog(log, res).info({ keyId: out.id, containerTags: out.containerTags, expiresAt: out.expiresAt }, 'scoped API key created');
     res.json(out);
   });
   r.get('/v3/auth/scoped-key', requireAdmin, async (_req, res) => {
@@ -112,7 +113,7 @@ export function keyRoutes(keys: KeyPorts, log?: Logger): Router {
   });
   r.delete('/v3/auth/scoped-key/:id', requireAdmin, async (req, res) => {
     const out = await revokeScopedKey(keys, req.params.id as string);
-    log?.info({ keyId: out.id, revokedAt: out.revokedAt }, 'scoped API key revoked');
+    if (log) requestLog(log, res).info({ keyId: out.id, revokedAt: out.revokedAt }, 'scoped API key revoked');
     res.json(out);
   });
   return r;

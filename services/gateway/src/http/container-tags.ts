@@ -5,6 +5,7 @@ import type { Logger } from '@memstream/kit';
 import { deleteContainerTag, getContainerTag, updateContainerTag } from '../handlers/container-tags.js';
 import type { GatewayPorts } from '../handlers/documents.js';
 import { scopeOf } from './auth.js';
+import { requestLog } from './request-log.js';
 
 /** /v3/container-tags/{tag}: a tag's settings and counts, and deleting a whole tag. Mounted after auth and the JSON parser. */
 export function containerTagRoutes(ports: GatewayPorts, log: Logger): Router {
@@ -16,8 +17,8 @@ export function containerTagRoutes(ports: GatewayPorts, log: Logger): Router {
     res.json(await updateContainerTag(ports, req.params.tag, req.body, scopeOf(res)));
   });
   r.delete('/v3/container-tags/:tag', async (req, res) => {
-    const out = await deleteContainerTag(ports, req.params.tag, scopeOf(res));
-    log.info({ containerTag: out.containerTag, deletedCount: out.deletedCount, kept: out.errors?.length ?? 0 }, 'container tag deleted');
+    const out = await deleteContainerTag(ports, req.params.tag, scopeOf(res), { traceparent: res.locals.traceparent as string });
+    requestLog(log, res).info({ containerTag: out.containerTag, deletedCount: out.deletedCount, kept: out.errors?.length ?? 0 }, 'container tag deleted');
     res.json(out);
   });
   return r;

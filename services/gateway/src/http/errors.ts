@@ -2,6 +2,7 @@ import type { ErrorRequestHandler, RequestHandler } from 'express';
 import { ZodError } from 'zod';
 import { isTransientError } from '@memstream/bus';
 import { AppError, type Logger } from '@memstream/kit';
+import { requestLog } from './request-log.js';
 
 /** A readable one-line account of what is wrong with a request body, naming each field. */
 export function describeZodError(err: ZodError): string {
@@ -51,12 +52,12 @@ export function errorMiddleware(log: Logger): ErrorRequestHandler {
     // after the client's own retries), which the older list of names here missed — a 500 in the
     // broker-restart fault test.
     if (isTransientError(err) || /connection (disconnected|closed)/i.test((err as Error)?.message ?? '')) {
-      log.warn({ err: (err as Error).message, method: req.method, url: req.originalUrl }, 'broker unavailable');
+      requestLog(log, res).warn({ err: (err as Error).message, method: req.method, url: req.originalUrl }, 'broker unavailable');
       res.setHeader('retry-after', '1');
       res.status(503).json({ error: 'Service temporarily unavailable', details: 'the event log is not reachable right now; nothing was stored; retry shortly' });
       return;
     }
-    log.error({ err, method: req.method, url: req.originalUrl }, 'request failed');
+    requestLog(log, res).error({ err, method: req.method, url: req.originalUrl }, 'request failed');
     res.status(500).json({ error: 'Internal server error', details: 'the failure was logged; retrying may help' });
   };
 }

@@ -3,6 +3,7 @@ import { ContainerTag, EventName, LIFECYCLE_TRANSITIONS, eventNameOf, type Outbo
 import { AppError, ValidationError, errorMessage, type Logger } from '@memstream/kit';
 import { readTags, tagScope, type Principal } from '../handlers/scope.js';
 import { principalOf } from './auth.js';
+import { requestLog } from './request-log.js';
 
 /** The stream of transitions (LIFECYCLE), from now or from just after a sequence. */
 export interface LifecycleSource {
@@ -124,13 +125,14 @@ export function eventsHandler(opts: EventsOptions): RequestHandler {
     const unregister = opts.streams.add(end, who.kind === 'scoped' ? who.keyId : undefined);
     const heartbeat = setInterval(() => res.write(': ping\n\n'), heartbeatMs);
     const caller = principalOf(res);
+    const log = requestLog(opts.log, res);
     if (caller.kind === 'scoped' && opts.keyValid) {
       const keyValid = opts.keyValid;
       const recheck = setInterval(() => {
         keyValid(caller.keyId)
           .then((ok) => {
             if (ok || ended) return;
-            opts.log.info({ keyId: caller.keyId }, 'event stream of a revoked or expired key: closed');
+            log.info({ keyId: caller.keyId }, 'event stream of a revoked or expired key: closed');
             res.write(`event: error\ndata: ${JSON.stringify({ error: 'API key revoked or expired' })}\n\n`);
             end();
           })
@@ -154,12 +156,12 @@ export function eventsHandler(opts: EventsOptions): RequestHandler {
         res.write(`id: ${seq}\nevent: ${event.type}\ndata: ${JSON.stringify(event)}\n\n`);
         // A client that does not read: drop it rather than buffer without bound; it can resume.
         if (res.writableLength > 4 * 1024 * 1024) {
-          opts.log.warn({ buffered: res.writableLength }, 'event stream client too slow: closed');
+          log.warn({ buffered: res.writableLength }, 'event stream client too slow: closed');
           break;
         }
       }
     } catch (err) {
-      if (!ended) opts.log.warn({ err: errorMessage(err) }, 'event stream ended');
+      if (!ended) log.warn({ err: errorMessage(err) }, 'event stream ended');
     } finally {
       end();
     }

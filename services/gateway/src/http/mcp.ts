@@ -8,6 +8,7 @@ import { searchMemories, type SearchPorts } from '../handlers/search.js';
 import { listMemories, profile, type MemoryPorts } from '../handlers/memories.js';
 import { principalOf, scopeOf } from './auth.js';
 import { describeZodError } from './errors.js';
+import { requestLog } from './request-log.js';
 
 export interface McpRouteOptions {
   ports: GatewayPorts;
@@ -35,20 +36,21 @@ function inProcessBackend(opts: McpRouteOptions, res: Response): MemoryBackend {
   const principal = principalOf(res);
   const scope = scopeOf(res);
   const trace = { traceparent: res.locals.traceparent as string };
+  const log = requestLog(opts.log, res);
   return {
     caller: principal.kind === 'admin' ? { kind: 'admin', containerTags: null } : { kind: 'scoped', keyId: principal.keyId, containerTags: [...principal.containerTags] },
     searchMemories: (body) => asApi(() => searchMemories(opts.search, body, scope, opts.memories)),
     addDocument: (body) =>
       asApi(async () => {
         const out = await addDocument(opts.ports, body, trace, scope);
-        opts.log.info({ documentId: out.id, status: out.status, via: 'mcp' }, 'document accepted');
+        log.info({ documentId: out.id, status: out.status, via: 'mcp' }, 'document accepted');
         return out;
       }),
     getDocument: (id) => asApi(async () => toDocumentResponse(await getDocument(opts.ports, id, scope))),
     deleteDocument: (id) =>
       asApi(async () => {
-        const out = await deleteDocument(opts.ports, id, 'api', scope);
-        opts.log.info({ documentId: out, via: 'mcp' }, 'document deleted');
+        const out = await deleteDocument(opts.ports, id, 'api', scope, trace);
+        log.info({ documentId: out, via: 'mcp' }, 'document deleted');
         return out;
       }),
     listDocuments: (body) => asApi(() => listDocuments(opts.ports, body, scope)),
@@ -81,7 +83,7 @@ export function mcpRoutes(opts: McpRouteOptions): Router {
       await server.connect(transport);
       await transport.handleRequest(req, res, req.body);
     } catch (err) {
-      opts.log.warn({ err: errorMessage(err) }, 'mcp request failed');
+      requestLog(opts.log, res).warn({ err: errorMessage(err) }, 'mcp request failed');
       next(err);
     }
   });

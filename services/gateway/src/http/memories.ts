@@ -5,6 +5,7 @@ import { addDocument, type GatewayPorts } from '../handlers/documents.js';
 import { createMemories, forgetMatching, forgetMemory, listMemories, profile, updateMemory, type MemoryPorts } from '../handlers/memories.js';
 import { scopeOf } from './auth.js';
 import { customIdNamespace } from '../handlers/scope.js';
+import { requestLog } from './request-log.js';
 
 export interface MemoryRouteOptions {
   memories: MemoryPorts;
@@ -56,7 +57,7 @@ export function memoryRoutes(opts: MemoryRouteOptions): Router {
   });
   r.post('/v4/memories/forget-matching', async (req, res) => {
     const out = await forgetMatching(ports, req.body, scopeOf(res));
-    if (!out.dryRun && out.count) log.info({ forgetBatchId: out.forgetBatchId, count: out.count }, 'memories forgotten by match');
+    if (!out.dryRun && out.count) requestLog(log, res).info({ forgetBatchId: out.forgetBatchId, count: out.count }, 'memories forgotten by match');
     res.json(out);
   });
   r.post('/v4/memories', async (req, res) => {

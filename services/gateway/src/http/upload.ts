@@ -8,6 +8,7 @@ import { AppError, PayloadTooLargeError, RetryableError, ValidationError, errorM
 import { submit, type GatewayPorts, type Submission } from '../handlers/documents.js';
 import { describeZodError } from './errors.js';
 import { scopeOf } from './auth.js';
+import { requestLog } from './request-log.js';
 
 const MAX_FIELDS = 20;
 const MAX_FIELD_BYTES = 64 * 1024;
@@ -28,7 +29,7 @@ interface Stored {
  */
 function objectStoreStorage(blobs: BlobStore, log: Logger): multer.StorageEngine {
   return {
-    _handleFile(_req, file, cb) {
+    _handleFile(req, file, cb) {
       const key = UPLOADS_PREFIX + newId();
       const hash = createHash('sha256');
       let size = 0;
@@ -75,7 +76,7 @@ function objectStoreStorage(blobs: BlobStore, log: Logger): multer.StorageEngine
             cb(sourceError);
             return;
           }
-          log.error({ err: errorMessage(err), key }, 'storing an upload failed');
+          (req.res ? requestLog(log, req.res) : log).error({ err: errorMessage(err), key }, 'storing an upload failed');
           cb(new RetryableError('Could not store the file: the object store did not accept it; retry shortly'));
         },
       );
@@ -158,6 +159,7 @@ export function createUploadHandler(opts: { ports: GatewayPorts; blobs: BlobStor
     if (!file) throw new ValidationError('Invalid request', 'file: required; send the file in a multipart field named file');
 
     const key = file.path;
+    const rlog = requestLog(log, res);
     let keep = false;
     try {
       const parsed = UploadFileFields.safeParse(req.body ?? {});
@@ -190,12 +192,12 @@ export function createUploadHandler(opts: { ports: GatewayPorts; blobs: BlobStor
       // removes it: harmless, just unused.)
       if (result.status === 'queued') {
         keep = true;
-        await writePointer(blobs, log, result.id, key);
+        await writePointer(blobs, rlog, result.id, key);
       }
-      log.info({ documentId: result.id, status: result.status, size: file.size, key: keep ? key : null }, 'upload accepted');
+      rlog.info({ documentId: result.id, status: result.status, size: file.size, key: keep ? key : null }, 'upload accepted');
       res.json({ id: result.id, status: result.status });
     } finally {
-      if (!keep) await blobs.delete(key).catch((err: unknown) => log.warn({ err: errorMessage(err), key }, 'could not delete an unused upload'));
+      if (!keep) await blobs.delete(key).catch((err: unknown) => rlog.warn({ err: errorMessage(err), key }, 'could not delete an unused upload'));
     }
   };
 }

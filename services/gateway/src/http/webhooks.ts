@@ -5,6 +5,7 @@ import type { Logger } from '@memstream/kit';
 import { createWebhook, deleteWebhook, getWebhook, listDeliveries, listWebhooks, type WebhookPorts } from '../handlers/webhooks.js';
 import { principalOf } from './auth.js';
 import { EventStreams, eventsHandler, type LifecycleSource } from './events.js';
+import { requestLog } from './request-log.js';
 
 export interface WebhookRouteOptions {
   ports: WebhookPorts;
@@ -23,7 +24,7 @@ export function webhookRoutes(opts: WebhookRouteOptions): Router {
   const r = Router();
   r.post('/v3/webhooks', async (req, res) => {
     const hook = await createWebhook(ports, principalOf(res), req.body);
-    log.info({ webhookId: hook.id, url: hook.url, containerTags: hook.containerTags, events: hook.events }, 'webhook registered');
+    requestLog(log, res).info({ webhookId: hook.id, url: hook.url, containerTags: hook.containerTags, events: hook.events }, 'webhook registered');
     res.status(201).json(hook);
   });
   r.get('/v3/webhooks', async (_req, res) => {
@@ -37,7 +38,7 @@ export function webhookRoutes(opts: WebhookRouteOptions): Router {
   });
   r.delete('/v3/webhooks/:id', async (req, res) => {
     await deleteWebhook(ports, principalOf(res), req.params.id);
-    log.info({ webhookId: req.params.id }, 'webhook deleted');
+    requestLog(log, res).info({ webhookId: req.params.id }, 'webhook deleted');
     res.status(204).end();
   });
   r.get(
