@@ -114,6 +114,7 @@ function recordingLogger(sink: string[]): Logger {
   }
   log.child = () => log;
   log.level = 'info';
+  log.isLevelEnabled = (level: string) => level === 'error' || level === 'fatal';
   return log as unknown as Logger;
 }
 
