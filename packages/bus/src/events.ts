@@ -63,6 +63,11 @@ export interface BusTelemetry {
   publish<T>(info: { subject: string; eventType: string; documentId: string; headers: Record<string, string> }, send: (headers: Record<string, string>) => Promise<T>): Promise<T>;
   /** Handle one message inside a consumer span continued from its headers; `handle` gets the headers that carry that span on. */
   consume<R extends ConsumeResult>(info: ConsumeInfo, handle: (headers: Record<string, string>) => Promise<R>): Promise<R>;
+  /**
+   * The trace ids a message's log lines carry, from the headers its handler got, when no active
+   * context puts them there (tracing without spans). Absent or undefined: the logger's own mixin does.
+   */
+  logBindings?(headers: Record<string, string>): Record<string, string> | undefined;
   /** Read a consumer's backlog on every scrape; the returned function stops it. */
   watchConsumer(consumer: string, read: () => Promise<ConsumerBacklog>): () => void;
   /** The Prometheus exposition of this process for a scrape with this Authorization header. */

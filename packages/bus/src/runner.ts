@@ -250,7 +250,7 @@ export function runConsumer(opts: RunnerOptions): RunningConsumer {
     // The message's logger is made when something logs: pino serialises a child's bindings when it
     // is made, and most messages log nothing (debug is off) — a cost on every message for none.
     let child: Logger | undefined;
-    const mlog = (): Logger => (child ??= log.child({ documentId: event.documentId, type: event.type, revision: event.revision, seq: m.seq, deliveryCount }));
+    const mlog = (): Logger => (child ??= log.child({ documentId: event.documentId, type: event.type, revision: event.revision, seq: m.seq, deliveryCount, ...busTelemetry().logBindings?.(trace) }));
     // Every publish is sent at once and awaited with the others before the message is acked.
     const sent: Promise<unknown>[] = [];
     const ctx: HandlerContext = {

@@ -124,7 +124,7 @@ describe('bus tracing', () => {
 });
 
 describe('tracing without an exporter', () => {
-  it('keeps the trace id through consume and publish, with logs, but records no span', async () => {
+  it('keeps the trace id through consume and publish, with logs, but records no span and enters no context', async () => {
     const lean = busTelemetry({ service: 'x', serviceName: 'x', exportTraces: false, metricsToken: null }, { recordSpans: false });
     const before = (await finished()).length;
     const traceId = 'a'.repeat(32);
@@ -133,7 +133,10 @@ describe('tracing without an exporter', () => {
     await lean.consume({ consumer: 'chunker', subject: 'doc.d.extracted', documentId: 'd', kind: 'extracted', seq: 1, deliveryCount: 1, headers: incoming }, async (headers) => {
       let published: Record<string, string> | undefined;
       await lean.publish({ subject: 'doc.d.chunked', eventType: 'document.chunked.v1', documentId: 'd', headers }, async (h) => void (published = h));
-      seen = { headers, log: logFields(), ...(published ? { published } : {}) };
+      // No context is entered (Node's async context tracking stays off): the runner's message
+      // logger binds the ids logBindings gives, and the active context has none.
+      expect(logFields()).toBeUndefined();
+      seen = { headers, log: lean.logBindings!(headers), ...(published ? { published } : {}) };
       return { outcome: 'handled' as const };
     });
     const got = seen as unknown as { headers: Record<string, string>; log: Record<string, string>; published: Record<string, string> };
