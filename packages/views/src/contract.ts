@@ -392,6 +392,72 @@ export function describeDocumentViewsContract(name: string, open: () => Promise<
       }
     });
 
+    it('the next get sees what another connection wrote, deleted, or wrote again after a delete', async (ctx) => {
+      if (!store.reopen) return ctx.skip();
+      const other = await store.reopen();
+      try {
+        await views.put(makeView('d1', { title: 'one', content: 'first text' }), 0);
+        expect((await views.get('d1'))?.title).toBe('one');
+        expect(await other.put(makeView('d1', { title: 'two', status: 'chunking', content: 'second text' }), 1)).toBe(true);
+        expect(await views.get('d1')).toStrictEqual(makeView('d1', { title: 'two', status: 'chunking', content: 'second text', version: 2 }));
+        expect(await other.delete('d1')).toBe(true);
+        expect(await views.get('d1')).toBeNull();
+        // Written again at the version it had before: the same version number, another document.
+        expect(await other.put(makeView('d1', { title: 'three', revision: 2, content: null }), 0)).toBe(true);
+        expect(await other.put(makeView('d1', { title: 'four', revision: 2, content: 'fourth text' }), 1)).toBe(true);
+        expect(await views.get('d1')).toStrictEqual(makeView('d1', { title: 'four', revision: 2, content: 'fourth text', version: 2 }));
+        expect(await views.put(makeView('d1', { title: 'five', revision: 2 }), 2)).toBe(true);
+        expect(await other.get('d1')).toStrictEqual(makeView('d1', { title: 'five', revision: 2, version: 3 }));
+      } finally {
+        await other.close();
+      }
+    });
+
+    it('a view given to put or returned by get can be changed by the caller without changing the store', async () => {
+      const view = makeView('d1', { metadata: { k: 'v', list: ['a'] }, containerTags: ['t1'], error: { stage: 'chunking', reason: 'r', class: 'poison' } });
+      await views.put(view, 0);
+      view.title = 'changed after put';
+      view.metadata.k = 'changed';
+      (view.metadata.list as string[]).push('b');
+      view.containerTags.push('t2');
+      view.error!.reason = 'changed';
+      const stored = makeView('d1', { metadata: { k: 'v', list: ['a'] }, containerTags: ['t1'], error: { stage: 'chunking', reason: 'r', class: 'poison' }, version: 1 });
+      const got = await views.get('d1');
+      expect(got).toStrictEqual(stored);
+      got!.status = 'done';
+      got!.metadata.k = 'changed';
+      (got!.metadata.list as string[]).push('c');
+      got!.containerTags.push('t3');
+      got!.error!.reason = 'changed';
+      expect(await views.get('d1')).toStrictEqual(stored);
+      expect((await views.list(EVERYTHING)).items).toStrictEqual([stored]);
+    });
+
+    it('each field, the content included, follows every write: changed, set to null, set again', async () => {
+      const steps: Array<Partial<DocumentView>> = [
+        { content: 'text one', title: 'a', metadata: { k: 1 }, containerTags: ['t1'] },
+        { content: 'text one', title: 'b', status: 'extracting' },
+        { content: 'text two \u0000 😀', status: 'extracting', revision: 2, customId: 'c1' },
+        { content: null, status: 'failed', error: { stage: 'extracting', reason: 'no text', class: 'permanent' } },
+        { content: null, status: 'failed', error: { stage: 'extracting', reason: 'no text', class: 'permanent' }, metadata: { k: 2 }, metadataVersion: 1 },
+        { content: 'text three', revision: 3, createdAt: at(-5), updatedAt: at(9), containerTags: [] },
+        { content: 'text three', revision: 3, status: 'done', chunkCount: 4, summary: 's', url: 'https://x', filepath: '/p', source: 'src', type: 'webpage' },
+      ];
+      for (const [i, step] of steps.entries()) {
+        expect(await views.put(makeView('d1', step), i), `step ${i}`).toBe(true);
+        expect(await views.get('d1'), `step ${i}`).toStrictEqual(makeView('d1', { ...step, version: i + 1 }));
+        expect((await views.list(EVERYTHING)).items, `step ${i}`).toStrictEqual([makeView('d1', { ...step, version: i + 1 })]);
+      }
+      if (store.reopen) {
+        const reopened = await store.reopen();
+        try {
+          expect(await reopened.get('d1')).toStrictEqual(makeView('d1', { ...steps.at(-1), version: steps.length }));
+        } finally {
+          await reopened.close();
+        }
+      }
+    });
+
     it('delete returns true, then false; the id can be inserted again', async () => {
       await views.put(makeView('d1'), 0);
       await views.put(makeView('d2'), 0);
