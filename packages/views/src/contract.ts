@@ -306,6 +306,18 @@ export function describeDocumentViewsContract(name: string, open: () => Promise<
       expect(await views.get('nope')).toBeNull();
     });
 
+    it('getMany gives each id its view, in order, null where there is none, the same as get', async () => {
+      await views.put(FULL_VIEW, 0);
+      await views.put(NULL_VIEW, 0);
+      expect(await views.getMany([])).toStrictEqual([]);
+      const got = await views.getMany(['nope', NULL_VIEW.id, FULL_VIEW.id, NULL_VIEW.id]);
+      expect(got).toStrictEqual([null, { ...NULL_VIEW, version: 1 }, { ...FULL_VIEW, version: 1 }, { ...NULL_VIEW, version: 1 }]);
+      // Each position its own object: changing one changes neither the other nor the store.
+      got[1]!.containerTags.push('changed');
+      expect(got[3]).toStrictEqual({ ...NULL_VIEW, version: 1 });
+      expect(await views.getMany([NULL_VIEW.id])).toStrictEqual([await views.get(NULL_VIEW.id)]);
+    });
+
     it('put(…, 0) then get round-trips every field, with version 1', async () => {
       expect(await views.put(FULL_VIEW, 0)).toBe(true);
       expect(await views.put(NULL_VIEW, 0)).toBe(true);

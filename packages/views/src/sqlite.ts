@@ -136,6 +136,19 @@ export class SqliteDocumentViews implements DocumentViews {
 
   async get(id: string): Promise<DocumentView | null> {
     this.syncCache();
+    return this.getNow(id);
+  }
+
+  async getMany(ids: string[]): Promise<Array<DocumentView | null>> {
+    // One read transaction: one data_version check, and every row read from the same snapshot.
+    return this.db.transaction(() => {
+      this.syncCache();
+      return ids.map((id) => this.getNow(id));
+    })();
+  }
+
+  /** A remembered view, or the stored one (then remembered); syncCache has run. */
+  private getNow(id: string): DocumentView | null {
     const hit = this.cache.get(id);
     if (hit) {
       this.remember(id, hit);
