@@ -42,22 +42,43 @@ function fold(word: string): string {
   return /[^\u0000-\u007f]/.test(word) ? word.normalize('NFD').replace(/\p{M}+/gu, '') || word : word;
 }
 
-/** The analysed words of a text in order: folded, stemmed; `stop` marks a stop word. */
-function analyse(text: string): { term: string; stop: boolean }[] {
-  return tokenize(text).map((w) => {
-    const f = fold(w);
-    return { term: stem(f), stop: STOPWORDS.has(f) };
-  });
+/** One analysed word: its folded stem, and whether it is a stop word. */
+interface Word {
+  term: string;
+  stop: boolean;
+}
+
+const WORDS = new Map<string, Word>();
+
+/** The analysed form of a lower-case token, memoised as the stems are (one look-up per word of a text). */
+function analyseWord(token: string): Word {
+  let w = WORDS.get(token);
+  if (w === undefined) {
+    const f = fold(token);
+    w = { term: stem(f), stop: STOPWORDS.has(f) };
+    if (WORDS.size >= STEM_CACHE_MAX) WORDS.clear();
+    WORDS.set(token, w);
+  }
+  return w;
+}
+
+/** The analysed words of a text in order: folded, stemmed; `stop` marks a stop word. Shared objects: read only. */
+function analyse(text: string): Word[] {
+  return tokenize(text).map(analyseWord);
 }
 
 /**
  * Adjacent pairs of content words, stop words skipped ("list of the directory contents" gives
  * list_directori, directori_content), joined by `_`: one token for FTS5 with `tokenchars '_'`.
  */
-function bigramsOf(words: { term: string; stop: boolean }[]): string[] {
-  const content = words.filter((w) => !w.stop).map((w) => w.term);
+function bigramsOf(words: Word[]): string[] {
   const out: string[] = [];
-  for (let i = 0; i + 1 < content.length; i++) out.push(`${content[i]}_${content[i + 1]}`);
+  let previous: string | null = null;
+  for (const w of words) {
+    if (w.stop) continue;
+    if (previous !== null) out.push(`${previous}_${w.term}`);
+    previous = w.term;
+  }
   return out;
 }
 

@@ -326,6 +326,44 @@ describe('SqliteChunkIndex nearest-neighbour graph', () => {
 });
 
 describe('SqliteChunkIndex schema upgrade', () => {
+  it('opens a schema-4 file (keyword entries written by an insert trigger): every chunk keeps one entry, as in a new file', async () => {
+    const text = (d: number, i: number, rev: number) => `document ${d} part ${i} revision ${rev}: ${['listing directories', 'cake recipes', 'file systems', 'ledger replay'][(d + i + rev) % 4]} and more words ${d * 7 + i}`;
+    const input = (d: number, rev: number, n: number): ReplaceDocumentInput => ({
+      ...doc(`k${d}`, rev, Array.from({ length: n }, (_, i) => unit(d * 10 + i + rev, 8))),
+      chunks: Array.from({ length: n }, (_, i) => ({ index: i, hash: createHash('sha256').update(text(d, i, rev)).digest('hex'), text: text(d, i, rev), vector: unit(d * 10 + i + rev, 8) })),
+    });
+    const before = [input(1, 1, 3), input(2, 1, 2), input(3, 1, 1)];
+    // A batch after the upgrade: a new revision (chunks removed and added), a new document, an unchanged one.
+    const after = [input(2, 2, 3), input(4, 1, 2), input(3, 1, 1)];
+    const old = tempIndex();
+    const fresh = tempIndex();
+    try {
+      await old.index.replaceDocuments(before);
+      await old.index.close();
+      const Database = (await import('better-sqlite3')).default;
+      const raw = new Database(old.path);
+      raw.exec(`
+        CREATE TRIGGER chunks_fts_insert AFTER INSERT ON chunks BEGIN
+          INSERT INTO chunks_fts (rowid, terms, bigrams) VALUES (new.rowid, ms_terms(new.text), ms_bigrams(new.text));
+        END;
+        PRAGMA user_version = 4;`);
+      raw.close();
+      const upgraded = await old.reopen();
+      await upgraded.replaceDocuments(after);
+      await fresh.index.replaceDocuments(before);
+      await fresh.index.replaceDocuments(after);
+      for (const q of ['listing directories', 'cake', 'file systems ledger', 'document words', 'revision 2']) {
+        const got = await upgraded.search({ mode: 'keyword', text: q, limit: 20 });
+        expect(got.length, q).toBeGreaterThan(0);
+        expect(got, q).toEqual(await fresh.index.search({ mode: 'keyword', text: q, limit: 20 }));
+      }
+      expect(await upgraded.stats()).toEqual({ documents: 4, chunks: 9 });
+    } finally {
+      await old.cleanup();
+      await fresh.cleanup();
+    }
+  });
+
   it('converts a schema-2 file (FTS5 over raw text) to analysed keyword terms on open', async () => {
     const h = tempIndex();
     try {
@@ -339,7 +377,7 @@ describe('SqliteChunkIndex schema upgrade', () => {
       const Database = (await import('better-sqlite3')).default;
       const raw = new Database(h.path);
       raw.exec(`
-        DROP TRIGGER chunks_fts_insert; DROP TRIGGER chunks_fts_delete; DROP TRIGGER chunks_fts_update;
+        DROP TRIGGER IF EXISTS chunks_fts_insert; DROP TRIGGER chunks_fts_delete; DROP TRIGGER chunks_fts_update;
         DROP TABLE chunks_fts_vocab; DROP TABLE chunks_fts;
         CREATE VIRTUAL TABLE chunks_fts USING fts5 (text, content = 'chunks', content_rowid = 'rowid', tokenize = 'unicode61 remove_diacritics 2');
         INSERT INTO chunks_fts (chunks_fts) VALUES ('rebuild');

@@ -18,7 +18,7 @@ import {
   validateReplace,
 } from './shared.js';
 
-const SCHEMA_VERSION = 4;
+const SCHEMA_VERSION = 5;
 const DEFAULT_VECTOR_CACHE_BYTES = 256 * 1024 * 1024;
 const LITTLE_ENDIAN = endianness() === 'LE';
 
@@ -82,13 +82,14 @@ CREATE INDEX IF NOT EXISTS chunks_by_model ON chunks (model, dim);
 -- Schema 3: the keyword index holds analysed text, made in JS by ms_terms / ms_bigrams (functions
 -- every connection registers): Porter2 stems, and bigrams of content words joined by '_'.
 -- Contentless (the text is in chunks); contentless_delete lets the triggers delete by rowid.
+-- Schema 5: no insert trigger. FTS5 writes the entries it holds in memory out as a new segment at
+-- every statement savepoint, which each statement with triggers opens (the insert of a chunk
+-- row): every chunk became a segment of its own, to be merged again and again. replaceDocuments
+-- adds a batch's entries after its other statements, by single-row inserts, which open none.
 CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts USING fts5 (
   terms, bigrams, content = '', contentless_delete = 1, tokenize = "unicode61 remove_diacritics 2 tokenchars '_'"
 );
 CREATE VIRTUAL TABLE IF NOT EXISTS chunks_fts_vocab USING fts5vocab (chunks_fts, 'row');
-CREATE TRIGGER IF NOT EXISTS chunks_fts_insert AFTER INSERT ON chunks BEGIN
-  INSERT INTO chunks_fts (rowid, terms, bigrams) VALUES (new.rowid, ms_terms(new.text), ms_bigrams(new.text));
-END;
 CREATE TRIGGER IF NOT EXISTS chunks_fts_delete AFTER DELETE ON chunks BEGIN
   DELETE FROM chunks_fts WHERE rowid = old.rowid;
 END;
@@ -136,7 +137,7 @@ DROP TABLE IF EXISTS chunks_fts;
 /** Weight of the bigram column in BM25 against 1 for the stems: a small proximity boost. */
 export const BIGRAM_WEIGHT = 0.3;
 
-/** One analysis per text although the triggers ask for terms and bigrams separately. */
+/** One analysis per text although the update trigger asks for terms and bigrams separately. */
 let lastAnalysed: { text: string; terms: string; bigrams: string } | null = null;
 function analysed(text: string): { terms: string; bigrams: string } {
   if (lastAnalysed?.text !== text) {
@@ -144,6 +145,12 @@ function analysed(text: string): { terms: string; bigrams: string } {
     lastAnalysed = { text, terms: a.terms.join(' '), bigrams: a.bigrams.join(' ') };
   }
   return lastAnalysed;
+}
+
+/** A chunk row a batch inserted, whose keyword index entry addTerms writes. */
+interface AddedChunk {
+  rowid: number;
+  text: string;
 }
 
 /** Changes kept in chunk_changes; a reader further behind than this reads every vector again. */
@@ -430,6 +437,7 @@ export class SqliteChunkIndex implements ChunkIndex {
       insertChunk: db.prepare<[string, number, string, string, string, number, Buffer]>(
         'INSERT INTO chunks (document_id, idx, hash, text, model, dim, vector) VALUES (?, ?, ?, ?, ?, ?, ?)',
       ),
+      insertTerms: db.prepare<[number, string, string]>('INSERT INTO chunks_fts (rowid, terms, bigrams) VALUES (?, ?, ?)'),
       docChunks: db.prepare<[string], { idx: number; hash: string; text: string; model: string; dim: number }>(
         'SELECT idx, hash, text, model, dim FROM chunks WHERE document_id = ? ORDER BY idx',
       ),
@@ -517,6 +525,7 @@ export class SqliteChunkIndex implements ChunkIndex {
           if (version > 0 && version < 3) {
             db.exec('INSERT INTO chunks_fts (rowid, terms, bigrams) SELECT rowid, ms_terms(text), ms_bigrams(text) FROM chunks');
           }
+          if (version > 0 && version < 5) db.exec('DROP TRIGGER IF EXISTS chunks_fts_insert');
           db.pragma(`user_version = ${SCHEMA_VERSION}`);
         }
       }).immediate();
@@ -541,7 +550,12 @@ export class SqliteChunkIndex implements ChunkIndex {
   async replaceDocuments(inputs: ReplaceDocumentInput[]): Promise<Array<{ upserted: number; removed: number; stale: boolean }>> {
     this.assertOpen();
     for (const input of inputs) validateReplace(input);
-    const run = this.db.transaction(() => inputs.map((input) => this.replaceNow(input)));
+    const run = this.db.transaction(() => {
+      const added: AddedChunk[] = [];
+      const results = inputs.map((input) => this.replaceNow(input, added));
+      this.addTerms(added);
+      return results;
+    });
     // IMMEDIATE takes the write lock up front, so a concurrent writer waits (busy_timeout)
     // instead of failing when a read transaction tries to upgrade.
     try {
@@ -551,8 +565,11 @@ export class SqliteChunkIndex implements ChunkIndex {
     }
   }
 
-  /** One document's replacement, inside the caller's transaction. */
-  private replaceNow(input: ReplaceDocumentInput): { upserted: number; removed: number; stale: boolean } {
+  /**
+   * One document's replacement, inside the caller's transaction. The rowid and text of each chunk
+   * it inserts are pushed to `added`, for addTerms.
+   */
+  private replaceNow(input: ReplaceDocumentInput, added: AddedChunk[]): { upserted: number; removed: number; stale: boolean } {
     const s = this.stmts;
     const current = s.getDoc.get(input.documentId);
     if (current && current.revision > input.revision) return { upserted: 0, removed: 0, stale: true };
@@ -572,7 +589,8 @@ export class SqliteChunkIndex implements ChunkIndex {
     let upserted = 0;
     for (const c of input.chunks) {
       if (kept.has(c.index)) continue;
-      s.insertChunk.run(input.documentId, c.index, c.hash, c.text, input.model, input.dim, vectorBlob(c.vector));
+      const { lastInsertRowid } = s.insertChunk.run(input.documentId, c.index, c.hash, c.text, input.model, input.dim, vectorBlob(c.vector));
+      added.push({ rowid: Number(lastInsertRowid), text: c.text });
       upserted++;
     }
     s.upsertDoc.run(
@@ -586,6 +604,20 @@ export class SqliteChunkIndex implements ChunkIndex {
     this.writeSideTables(input.documentId, input.containerTags, input.metadata);
     s.pruneChanges.run(CHANGES_KEPT);
     return { upserted, removed, stale: false };
+  }
+
+  /**
+   * The keyword index entries of the chunks a batch inserted, once its other statements have run
+   * (see the schema note on chunks_fts: a statement with triggers, as the chunk inserts and deletes
+   * are, makes FTS5 write out what it holds), one single-row insert each (which does not), in rowid
+   * order (FTS5 also writes out when a rowid goes backwards).
+   */
+  private addTerms(added: AddedChunk[]): void {
+    added.sort((a, b) => a.rowid - b.rowid);
+    for (const { rowid, text } of added) {
+      const a = analysed(text);
+      this.stmts.insertTerms.run(rowid, a.terms, a.bigrams);
+    }
   }
 
   async updateDocumentMeta(documentId: string, patch: { containerTags?: string[]; metadata?: Metadata }): Promise<void> {

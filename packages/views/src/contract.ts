@@ -306,6 +306,18 @@ export function describeDocumentViewsContract(name: string, open: () => Promise<
       expect(await views.get('nope')).toBeNull();
     });
 
+    it('getMany gives each id its view, in order, null where there is none, the same as get', async () => {
+      await views.put(FULL_VIEW, 0);
+      await views.put(NULL_VIEW, 0);
+      expect(await views.getMany([])).toStrictEqual([]);
+      const got = await views.getMany(['nope', NULL_VIEW.id, FULL_VIEW.id, NULL_VIEW.id]);
+      expect(got).toStrictEqual([null, { ...NULL_VIEW, version: 1 }, { ...FULL_VIEW, version: 1 }, { ...NULL_VIEW, version: 1 }]);
+      // Each position its own object: changing one changes neither the other nor the store.
+      got[1]!.containerTags.push('changed');
+      expect(got[3]).toStrictEqual({ ...NULL_VIEW, version: 1 });
+      expect(await views.getMany([NULL_VIEW.id])).toStrictEqual([await views.get(NULL_VIEW.id)]);
+    });
+
     it('put(…, 0) then get round-trips every field, with version 1', async () => {
       expect(await views.put(FULL_VIEW, 0)).toBe(true);
       expect(await views.put(NULL_VIEW, 0)).toBe(true);
@@ -389,6 +401,72 @@ export function describeDocumentViewsContract(name: string, open: () => Promise<
         expect(await other.put(makeView('d1', { title: 'late' }), 1)).toBe(false);
       } finally {
         await other.close();
+      }
+    });
+
+    it('the next get sees what another connection wrote, deleted, or wrote again after a delete', async (ctx) => {
+      if (!store.reopen) return ctx.skip();
+      const other = await store.reopen();
+      try {
+        await views.put(makeView('d1', { title: 'one', content: 'first text' }), 0);
+        expect((await views.get('d1'))?.title).toBe('one');
+        expect(await other.put(makeView('d1', { title: 'two', status: 'chunking', content: 'second text' }), 1)).toBe(true);
+        expect(await views.get('d1')).toStrictEqual(makeView('d1', { title: 'two', status: 'chunking', content: 'second text', version: 2 }));
+        expect(await other.delete('d1')).toBe(true);
+        expect(await views.get('d1')).toBeNull();
+        // Written again at the version it had before: the same version number, another document.
+        expect(await other.put(makeView('d1', { title: 'three', revision: 2, content: null }), 0)).toBe(true);
+        expect(await other.put(makeView('d1', { title: 'four', revision: 2, content: 'fourth text' }), 1)).toBe(true);
+        expect(await views.get('d1')).toStrictEqual(makeView('d1', { title: 'four', revision: 2, content: 'fourth text', version: 2 }));
+        expect(await views.put(makeView('d1', { title: 'five', revision: 2 }), 2)).toBe(true);
+        expect(await other.get('d1')).toStrictEqual(makeView('d1', { title: 'five', revision: 2, version: 3 }));
+      } finally {
+        await other.close();
+      }
+    });
+
+    it('a view given to put or returned by get can be changed by the caller without changing the store', async () => {
+      const view = makeView('d1', { metadata: { k: 'v', list: ['a'] }, containerTags: ['t1'], error: { stage: 'chunking', reason: 'r', class: 'poison' } });
+      await views.put(view, 0);
+      view.title = 'changed after put';
+      view.metadata.k = 'changed';
+      (view.metadata.list as string[]).push('b');
+      view.containerTags.push('t2');
+      view.error!.reason = 'changed';
+      const stored = makeView('d1', { metadata: { k: 'v', list: ['a'] }, containerTags: ['t1'], error: { stage: 'chunking', reason: 'r', class: 'poison' }, version: 1 });
+      const got = await views.get('d1');
+      expect(got).toStrictEqual(stored);
+      got!.status = 'done';
+      got!.metadata.k = 'changed';
+      (got!.metadata.list as string[]).push('c');
+      got!.containerTags.push('t3');
+      got!.error!.reason = 'changed';
+      expect(await views.get('d1')).toStrictEqual(stored);
+      expect((await views.list(EVERYTHING)).items).toStrictEqual([stored]);
+    });
+
+    it('each field, the content included, follows every write: changed, set to null, set again', async () => {
+      const steps: Array<Partial<DocumentView>> = [
+        { content: 'text one', title: 'a', metadata: { k: 1 }, containerTags: ['t1'] },
+        { content: 'text one', title: 'b', status: 'extracting' },
+        { content: 'text two \u0000 😀', status: 'extracting', revision: 2, customId: 'c1' },
+        { content: null, status: 'failed', error: { stage: 'extracting', reason: 'no text', class: 'permanent' } },
+        { content: null, status: 'failed', error: { stage: 'extracting', reason: 'no text', class: 'permanent' }, metadata: { k: 2 }, metadataVersion: 1 },
+        { content: 'text three', revision: 3, createdAt: at(-5), updatedAt: at(9), containerTags: [] },
+        { content: 'text three', revision: 3, status: 'done', chunkCount: 4, summary: 's', url: 'https://x', filepath: '/p', source: 'src', type: 'webpage' },
+      ];
+      for (const [i, step] of steps.entries()) {
+        expect(await views.put(makeView('d1', step), i), `step ${i}`).toBe(true);
+        expect(await views.get('d1'), `step ${i}`).toStrictEqual(makeView('d1', { ...step, version: i + 1 }));
+        expect((await views.list(EVERYTHING)).items, `step ${i}`).toStrictEqual([makeView('d1', { ...step, version: i + 1 })]);
+      }
+      if (store.reopen) {
+        const reopened = await store.reopen();
+        try {
+          expect(await reopened.get('d1')).toStrictEqual(makeView('d1', { ...steps.at(-1), version: steps.length }));
+        } finally {
+          await reopened.close();
+        }
       }
     });
 

@@ -102,12 +102,27 @@ function advance(view: DocumentView | null, event: DocumentEvent, status: Docume
   return { ...view, status, updatedAt: at };
 }
 
-/** Two views describe the same document state (the concurrency token aside). */
+/**
+ * Two views describe the same document state (the concurrency token aside): their canonical JSON
+ * is equal. Decided field by field, so a view that moved on (the usual case) differs at its first
+ * changed field without serialising its content, and an unchanged field is one `===`.
+ */
 export function sameView(a: DocumentView | null, b: DocumentView | null): boolean {
   if (a === null || b === null) return a === b;
-  const { version: _va, ...ra } = a;
-  const { version: _vb, ...rb } = b;
-  return canonical(ra) === canonical(rb);
+  const x = a as unknown as Record<string, unknown>;
+  const y = b as unknown as Record<string, unknown>;
+  for (const k in x) if (k !== 'version' && !sameJson(x[k], y[k])) return false;
+  // A field only b has (a lacks it, so its value there is undefined): equal only when undefined in b too.
+  for (const k in y) if (k !== 'version' && !(k in x) && y[k] !== undefined) return false;
+  return true;
+}
+
+/** canonical(u) === canonical(v), without serialising when the answer is plain. */
+function sameJson(u: unknown, v: unknown): boolean {
+  if (u === v) return true;
+  // Two different strings never have the same JSON: the content is never serialised to tell them apart.
+  if (typeof u === 'string' && typeof v === 'string') return false;
+  return canonical(u) === canonical(v);
 }
 
 /** JSON with object keys sorted, so two stores that return fields in another order compare equal. */

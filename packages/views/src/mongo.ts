@@ -69,6 +69,17 @@ export class MongoDocumentViews implements DocumentViews {
     return doc ? fromStored(doc) : null;
   }
 
+  async getMany(ids: string[]): Promise<Array<DocumentView | null>> {
+    this.assertOpen();
+    if (ids.length === 0) return [];
+    const stored = new Map((await this.docs.find({ _id: { $in: [...new Set(ids)] } }).toArray()).map((d) => [d._id, d]));
+    // A view per position, even for an id asked twice, as get would give.
+    return ids.map((id) => {
+      const d = stored.get(id);
+      return d ? fromStored(d) : null;
+    });
+  }
+
   async put(view: DocumentView, expectedVersion: number): Promise<boolean> {
     this.assertOpen();
     if (!Number.isSafeInteger(expectedVersion) || expectedVersion < 0) {

@@ -57,6 +57,11 @@ export interface ListQuery {
 export interface DocumentViews {
   get(id: string): Promise<DocumentView | null>;
   /**
+   * The views of several documents (from one snapshot where the store has them: the projection
+   * reads a batch's documents this way): one per id, in order, null where there is none.
+   */
+  getMany(ids: string[]): Promise<Array<DocumentView | null>>;
+  /**
    * Store `view` if the stored version equals `expectedVersion` (0: the document must not exist yet).
    * The stored version becomes expectedVersion + 1. Returns false, writing nothing, on a conflict.
    */

@@ -5,15 +5,16 @@ import { DOCUMENT_STATUSES } from '@memstream/contracts';
 import type { DocumentStatus, FilterCondition, FilterExpr } from '@memstream/contracts';
 import type { DocumentView, DocumentViews, ListQuery, ViewWrite } from './port.js';
 
-const SCHEMA_VERSION = 1;
+const SCHEMA_VERSION = 2;
 const PAGE_SIZE = 100;
+/** Views kept in memory by the writer (see `cache`): the documents in flight, a few KB each. */
+const CACHE_MAX = 4096;
 
-/** The record fields that live in the `body` JSON column rather than in their own column. */
+/** The record fields that live in the `body` JSON column rather than in their own column (content has its own table). */
 type Body = Pick<
   DocumentView,
   | 'title'
   | 'type'
-  | 'content'
   | 'summary'
   | 'url'
   | 'filepath'
@@ -36,6 +37,8 @@ interface Row {
   container_tags: string;
   metadata: string;
   body: string;
+  /** JSON of the content (document_content.content), null when it has none. */
+  content: string | null;
 }
 
 /** A SQL fragment with its positional parameters, in the order their `?` appear. */
@@ -44,38 +47,71 @@ interface Sql {
   params: unknown[];
 }
 
-const COLUMNS = 'id, custom_id, status, created_at, updated_at, version, revision, container_tags, metadata, body';
+const COLUMNS = 'd.id, d.custom_id, d.status, d.created_at, d.updated_at, d.version, d.revision, d.container_tags, d.metadata, d.body, c.content';
+const FROM = 'documents d LEFT JOIN document_content c ON c.id = d.id';
+
+/**
+ * The columns of a document's row that a write sets (besides version), in the order of `fieldsOf`.
+ * A write whose stored row is known sets only the ones that changed: SQLite rewrites the entries
+ * of every index over a column an UPDATE sets, changed or not.
+ */
+const FIELD_COLUMNS = ['custom_id', 'status', 'created_at', 'updated_at', 'revision', 'container_tags', 'metadata', 'body'] as const;
+const ALL_FIELDS = (1 << FIELD_COLUMNS.length) - 1;
+
+/** A view as this connection last read or wrote it, with its row's stored values (`fieldsOf`). */
+interface Cached {
+  view: DocumentView;
+  fields: unknown[];
+}
 
 /**
  * The document view store in one SQLite file, shared by one writer process and several reader
  * processes: WAL lets readers proceed while the writer commits, and busy_timeout makes the short
  * write locks wait rather than fail.
+ *
+ * The content lives in its own table, written when it changes (a new revision, the text of an
+ * extracted file), so the writes of a document's status changes rewrite a row of a few hundred
+ * bytes rather than one that carries the whole text.
+ *
+ * The projection reads each document of a batch, then writes it. The views this connection last
+ * read or wrote are kept in memory while no other connection has committed (PRAGMA data_version
+ * says so), so that read costs no query and no JSON parsing, and a write knows which columns
+ * changed. A write is still a compare-and-set in SQL: the memory only saves work, it never
+ * decides whether a write wins.
  */
 export class SqliteDocumentViews implements DocumentViews {
   private readonly getStmt: Database.Statement<[string], Row>;
   private readonly insertStmt: Database.Statement<unknown[]>;
-  private readonly updateStmt: Database.Statement<unknown[]>;
+  /** UPDATE statements by the set of FIELD_COLUMNS they set (a bit each), made when first needed. */
+  private readonly updateStmts = new Map<number, Database.Statement<unknown[]>>();
+  private readonly setContentStmt: Database.Statement<[string, string]>;
+  private readonly deleteContentStmt: Database.Statement<[string]>;
   private readonly deleteStmt: Database.Statement<[string]>;
   private readonly deleteIfStmt: Database.Statement<[string, number]>;
   private readonly firstPageStmt: Database.Statement<[number], Row>;
   private readonly nextPageStmt: Database.Statement<[string, number], Row>;
   private readonly countStmt: Database.Statement<[], { status: string; n: number }>;
+  private readonly dataVersionStmt: Database.Statement<[], number>;
+  /** Views by id, least recently used first; valid while data_version is `cacheDataVersion`. */
+  private readonly cache = new Map<string, Cached>();
+  private cacheDataVersion = -1;
 
   private constructor(private readonly db: Database.Database) {
-    this.getStmt = db.prepare(`SELECT ${COLUMNS} FROM documents WHERE id = ?`);
+    this.getStmt = db.prepare(`SELECT ${COLUMNS} FROM ${FROM} WHERE d.id = ?`);
     this.insertStmt = db.prepare(
-      `INSERT INTO documents (${COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?) ON CONFLICT(id) DO NOTHING`,
+      `INSERT INTO documents (id, ${FIELD_COLUMNS.join(', ')}, version) VALUES (?, ${FIELD_COLUMNS.map(() => '?').join(', ')}, ?) ON CONFLICT(id) DO NOTHING`,
     );
-    this.updateStmt = db.prepare(
-      `UPDATE documents SET custom_id = ?, status = ?, created_at = ?, updated_at = ?, version = ?, revision = ?,
-         container_tags = ?, metadata = ?, body = ?
-       WHERE id = ? AND version = ?`,
+    // Unchanged content is not written again: the WHERE leaves its page clean.
+    this.setContentStmt = db.prepare(
+      'INSERT INTO document_content (id, content) VALUES (?, ?) ON CONFLICT(id) DO UPDATE SET content = excluded.content WHERE content IS NOT excluded.content',
     );
+    this.deleteContentStmt = db.prepare('DELETE FROM document_content WHERE id = ?');
     this.deleteStmt = db.prepare('DELETE FROM documents WHERE id = ?');
     this.deleteIfStmt = db.prepare('DELETE FROM documents WHERE id = ? AND version = ?');
-    this.firstPageStmt = db.prepare(`SELECT ${COLUMNS} FROM documents ORDER BY id LIMIT ?`);
-    this.nextPageStmt = db.prepare(`SELECT ${COLUMNS} FROM documents WHERE id > ? ORDER BY id LIMIT ?`);
+    this.firstPageStmt = db.prepare(`SELECT ${COLUMNS} FROM ${FROM} ORDER BY d.id LIMIT ?`);
+    this.nextPageStmt = db.prepare(`SELECT ${COLUMNS} FROM ${FROM} WHERE d.id > ? ORDER BY d.id LIMIT ?`);
     this.countStmt = db.prepare('SELECT status, count(*) AS n FROM documents GROUP BY status');
+    this.dataVersionStmt = db.prepare<[], number>('PRAGMA data_version').pluck();
   }
 
   /** Open (creating if needed) the view store at `path`; safe to call from several processes at once. */
@@ -99,44 +135,122 @@ export class SqliteDocumentViews implements DocumentViews {
   }
 
   async get(id: string): Promise<DocumentView | null> {
+    this.syncCache();
+    return this.getNow(id);
+  }
+
+  async getMany(ids: string[]): Promise<Array<DocumentView | null>> {
+    // One read transaction: one data_version check, and every row read from the same snapshot.
+    return this.db.transaction(() => {
+      this.syncCache();
+      return ids.map((id) => this.getNow(id));
+    })();
+  }
+
+  /** A remembered view, or the stored one (then remembered); syncCache has run. */
+  private getNow(id: string): DocumentView | null {
+    const hit = this.cache.get(id);
+    if (hit) {
+      this.remember(id, hit);
+      return copyOf(hit.view, hit.view.version);
+    }
     const row = this.getStmt.get(id);
-    return row ? fromRow(row) : null;
+    if (!row) return null;
+    const view = fromRow(row);
+    this.remember(id, { view: copyOf(view, view.version), fields: [row.custom_id, row.status, row.created_at, row.updated_at, row.revision, row.container_tags, row.metadata, row.body] });
+    return view;
   }
 
   async put(view: DocumentView, expectedVersion: number): Promise<boolean> {
-    return this.putNow(view, expectedVersion);
+    return (await this.writeMany([{ id: view.id, view, expectedVersion }]))[0]!;
   }
 
   async writeMany(writes: ViewWrite[]): Promise<boolean[]> {
-    return this.db.transaction(() =>
-      writes.map((w) => (w.view ? this.putNow(w.view, w.expectedVersion) : this.deleteIfStmt.run(w.id, w.expectedVersion).changes === 1)),
-    )();
+    // What the writes leave in the store, remembered once they are committed (a rolled-back batch leaves the memory as it was).
+    const after: Array<[string, Cached | null]> = [];
+    // IMMEDIATE: no other connection commits between the data_version check and the writes, so a remembered row is the stored one.
+    const results = this.db
+      .transaction(() => {
+        this.syncCache();
+        return writes.map((w) => {
+          if (w.view) return this.putNow(w.view, w.expectedVersion, after);
+          const deleted = this.deleteIfStmt.run(w.id, w.expectedVersion).changes === 1;
+          after.push([w.id, null]);
+          return deleted;
+        });
+      })
+      .immediate();
+    for (const [id, cached] of after) {
+      if (cached) this.remember(id, cached);
+      else this.cache.delete(id);
+    }
+    return results;
   }
 
-  private putNow(view: DocumentView, expectedVersion: number): boolean {
+  /** One compare-and-set, inside the caller's transaction; what it leaves is pushed to `after` (null: not known). */
+  private putNow(view: DocumentView, expectedVersion: number, after: Array<[string, Cached | null]>): boolean {
     if (!Number.isSafeInteger(expectedVersion) || expectedVersion < 0) {
       throw new RangeError(`expectedVersion must be a non-negative integer, got ${expectedVersion}`);
     }
-    const fields = [
-      view.customId,
-      view.status,
-      view.createdAt,
-      view.updatedAt,
-      expectedVersion + 1,
-      view.revision,
-      JSON.stringify(view.containerTags),
-      JSON.stringify(view.metadata),
-      JSON.stringify(toBody(view)),
-    ];
-    const result =
-      expectedVersion === 0
-        ? this.insertStmt.run(view.id, ...fields)
-        : this.updateStmt.run(...fields, view.id, expectedVersion);
-    return result.changes === 1;
+    const fields = fieldsOf(view);
+    const version = expectedVersion + 1;
+    let written: boolean;
+    let contentChanged = true;
+    if (expectedVersion === 0) {
+      written = this.insertStmt.run(view.id, ...fields, version).changes === 1;
+    } else {
+      // The remembered row at the expected version is the stored one whenever the compare-and-set succeeds.
+      const known = this.cache.get(view.id);
+      let mask = ALL_FIELDS;
+      if (known && known.view.version === expectedVersion) {
+        mask = 0;
+        for (let i = 0; i < fields.length; i++) if (fields[i] !== known.fields[i]) mask |= 1 << i;
+        contentChanged = known.view.content !== view.content;
+      }
+      const args: unknown[] = [version];
+      for (let i = 0; i < fields.length; i++) if (mask & (1 << i)) args.push(fields[i]);
+      args.push(view.id, expectedVersion);
+      written = this.updateStmt(mask).run(...args).changes === 1;
+    }
+    if (written && contentChanged) {
+      // JSON, as the rest of the record: SQLite's text would not keep a lone surrogate.
+      if (view.content !== null) this.setContentStmt.run(view.id, JSON.stringify(view.content));
+      else if (expectedVersion !== 0) this.deleteContentStmt.run(view.id);
+    }
+    after.push([view.id, written ? { view: copyOf(view, version), fields } : null]);
+    return written;
+  }
+
+  private updateStmt(mask: number): Database.Statement<unknown[]> {
+    let stmt = this.updateStmts.get(mask);
+    if (!stmt) {
+      const set = ['version = ?', ...FIELD_COLUMNS.filter((_, i) => mask & (1 << i)).map((c) => `${c} = ?`)];
+      stmt = this.db.prepare(`UPDATE documents SET ${set.join(', ')} WHERE id = ? AND version = ?`);
+      this.updateStmts.set(mask, stmt);
+    }
+    return stmt;
+  }
+
+  /** Forget every remembered view when another connection has committed since they were read. */
+  private syncCache(): void {
+    const dataVersion = this.dataVersionStmt.get()!;
+    if (dataVersion !== this.cacheDataVersion) {
+      this.cache.clear();
+      this.cacheDataVersion = dataVersion;
+    }
+  }
+
+  private remember(id: string, cached: Cached): void {
+    this.cache.delete(id);
+    this.cache.set(id, cached);
+    if (this.cache.size > CACHE_MAX) this.cache.delete(this.cache.keys().next().value!);
   }
 
   async delete(id: string): Promise<boolean> {
-    return this.deleteStmt.run(id).changes === 1;
+    // The trigger documents_content_delete removes the content in the same statement.
+    const deleted = this.deleteStmt.run(id).changes === 1;
+    this.cache.delete(id);
+    return deleted;
   }
 
   async list(query: ListQuery): Promise<{ items: DocumentView[]; total: number }> {
@@ -166,7 +280,7 @@ export class SqliteDocumentViews implements DocumentViews {
     const dir = query.order === 'asc' ? 'ASC' : 'DESC';
     const countStmt = this.db.prepare<unknown[], { n: number }>(`SELECT count(*) AS n FROM documents d ${whereSql}`);
     const pageStmt = this.db.prepare<unknown[], Row>(
-      `SELECT ${COLUMNS} FROM documents d ${whereSql} ORDER BY ${column} ${dir}, d.id ${dir} LIMIT ? OFFSET ?`,
+      `SELECT ${COLUMNS} FROM ${FROM} ${whereSql} ORDER BY ${column} ${dir}, d.id ${dir} LIMIT ? OFFSET ?`,
     );
     // One read transaction: the page and the total come from the same snapshot even while the writer commits.
     return this.db.transaction(() => {
@@ -202,33 +316,64 @@ export class SqliteDocumentViews implements DocumentViews {
 
   async close(): Promise<void> {
     if (this.db.open) this.db.close();
+    this.cache.clear();
   }
 }
+
+const SCHEMA = `
+  CREATE TABLE IF NOT EXISTS documents (
+    id TEXT PRIMARY KEY NOT NULL,
+    custom_id TEXT,
+    status TEXT NOT NULL,
+    created_at TEXT NOT NULL,
+    updated_at TEXT NOT NULL,
+    version INTEGER NOT NULL,
+    revision INTEGER NOT NULL,
+    container_tags TEXT NOT NULL,
+    metadata TEXT NOT NULL,
+    body TEXT NOT NULL
+  );
+  CREATE INDEX IF NOT EXISTS documents_status_created ON documents (status, created_at, id);
+  CREATE INDEX IF NOT EXISTS documents_created ON documents (created_at, id);
+  CREATE INDEX IF NOT EXISTS documents_updated ON documents (updated_at, id);
+  CREATE INDEX IF NOT EXISTS documents_custom_id ON documents (custom_id);
+  -- Schema 2: the content (as JSON), apart from the row the status changes rewrite; a document
+  -- with no content has no row here.
+  CREATE TABLE IF NOT EXISTS document_content (
+    id TEXT PRIMARY KEY NOT NULL,
+    content TEXT NOT NULL
+  );
+  CREATE TRIGGER IF NOT EXISTS documents_content_delete AFTER DELETE ON documents BEGIN
+    DELETE FROM document_content WHERE id = old.id;
+  END;
+`;
 
 function migrate(db: Database.Database): void {
   const version = db.pragma('user_version', { simple: true }) as number;
   if (version > SCHEMA_VERSION) {
     throw new Error(`document view store has schema version ${version}; this build knows up to ${SCHEMA_VERSION}`);
   }
-  db.exec(`
-    CREATE TABLE IF NOT EXISTS documents (
-      id TEXT PRIMARY KEY NOT NULL,
-      custom_id TEXT,
-      status TEXT NOT NULL,
-      created_at TEXT NOT NULL,
-      updated_at TEXT NOT NULL,
-      version INTEGER NOT NULL,
-      revision INTEGER NOT NULL,
-      container_tags TEXT NOT NULL,
-      metadata TEXT NOT NULL,
-      body TEXT NOT NULL
-    );
-    CREATE INDEX IF NOT EXISTS documents_status_created ON documents (status, created_at, id);
-    CREATE INDEX IF NOT EXISTS documents_created ON documents (created_at, id);
-    CREATE INDEX IF NOT EXISTS documents_updated ON documents (updated_at, id);
-    CREATE INDEX IF NOT EXISTS documents_custom_id ON documents (custom_id);
-  `);
+  if (version === SCHEMA_VERSION) return;
+  db.exec(SCHEMA);
+  if (version === 1) moveContentOut(db);
   db.pragma(`user_version = ${SCHEMA_VERSION}`);
+}
+
+/** Schema 1 → 2: each content leaves the body JSON for document_content, a page of rows at a time. */
+function moveContentOut(db: Database.Database): void {
+  const page = db.prepare<[number], { rowid: number; id: string; body: string }>('SELECT rowid, id, body FROM documents WHERE rowid > ? ORDER BY rowid LIMIT 500');
+  const setBody = db.prepare<[string, number]>('UPDATE documents SET body = ? WHERE rowid = ?');
+  const insertContent = db.prepare<[string, string]>('INSERT OR REPLACE INTO document_content (id, content) VALUES (?, ?)');
+  for (let after = 0; ; ) {
+    const rows = page.all(after);
+    for (const row of rows) {
+      const { content, ...body } = JSON.parse(row.body) as Body & { content?: string | null };
+      if (content !== undefined && content !== null) insertContent.run(row.id, JSON.stringify(content));
+      setBody.run(JSON.stringify(body), row.rowid);
+    }
+    if (rows.length === 0) return;
+    after = rows.at(-1)!.rowid;
+  }
 }
 
 /**
@@ -249,11 +394,24 @@ function checkPaging(limit: number, offset: number): void {
   if (!Number.isSafeInteger(offset) || offset < 0) throw new RangeError(`offset must be a non-negative integer, got ${offset}`);
 }
 
+/** The values a write stores in FIELD_COLUMNS, in that order. */
+function fieldsOf(view: DocumentView): unknown[] {
+  return [
+    view.customId,
+    view.status,
+    view.createdAt,
+    view.updatedAt,
+    view.revision,
+    JSON.stringify(view.containerTags),
+    JSON.stringify(view.metadata),
+    JSON.stringify(toBody(view)),
+  ];
+}
+
 function toBody(view: DocumentView): Body {
   return {
     title: view.title,
     type: view.type,
-    content: view.content,
     summary: view.summary,
     url: view.url,
     filepath: view.filepath,
@@ -275,7 +433,7 @@ function fromRow(row: Row): DocumentView {
     status: row.status as DocumentStatus,
     title: body.title,
     type: body.type,
-    content: body.content,
+    content: row.content === null ? null : (JSON.parse(row.content) as string),
     summary: body.summary,
     url: body.url,
     filepath: body.filepath,
@@ -290,6 +448,36 @@ function fromRow(row: Row): DocumentView {
     createdAt: row.created_at,
     updatedAt: row.updated_at,
     version: row.version,
+  };
+}
+
+/**
+ * A view of the same shape as `fromRow` gives, at `version`, sharing nothing mutable with `v`: what
+ * is remembered cannot be changed by the caller that wrote it or by one that read it.
+ */
+function copyOf(v: DocumentView, version: number): DocumentView {
+  return {
+    id: v.id,
+    customId: v.customId,
+    revision: v.revision,
+    status: v.status,
+    title: v.title,
+    type: v.type,
+    content: v.content,
+    summary: v.summary,
+    url: v.url,
+    filepath: v.filepath,
+    source: v.source,
+    metadata: Object.fromEntries(Object.entries(v.metadata).map(([k, x]) => [k, Array.isArray(x) ? [...x] : x])),
+    containerTags: [...v.containerTags],
+    taskType: v.taskType,
+    contentHash: v.contentHash,
+    error: v.error && { ...v.error },
+    chunkCount: v.chunkCount,
+    metadataVersion: v.metadataVersion,
+    createdAt: v.createdAt,
+    updatedAt: v.updatedAt,
+    version,
   };
 }
 

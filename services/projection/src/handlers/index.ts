@@ -75,9 +75,9 @@ export async function applyEvent(views: DocumentViews, event: DocumentEvent, por
 }
 
 /**
- * A batch of events → the document views, in one store transaction: each document's events are
- * applied in delivery order to its view in memory, and written with one compare-and-set per
- * document. A document whose write lost a race (another projection replica) has its events
+ * A batch of events → the document views: the batch's documents read together, each document's
+ * events applied in delivery order to its view in memory, and written in one store transaction
+ * with one compare-and-set per document. A document whose write lost a race (another projection replica) has its events
  * applied again one by one, which re-reads and retries. Emits nothing.
  */
 export function createProjectionHandler(views: DocumentViews, ports: ProjectionPorts = {}): BatchHandler {
@@ -90,10 +90,18 @@ export function createProjectionHandler(views: DocumentViews, ports: ProjectionP
       if (ks) ks.push(k);
       else byDocument.set(event.documentId, [k]);
     });
+    const ids = [...byDocument.keys()];
+    let befores: Array<DocumentView | null>;
+    try {
+      befores = await views.getMany(ids);
+    } catch (reason) {
+      return items.map(() => ({ status: 'rejected', reason }));
+    }
     const planned = await Promise.all(
-      [...byDocument].map(async ([id, ks]) => {
+      ids.map(async (id, d) => {
+        const ks = byDocument.get(id)!;
         try {
-          const before = await views.get(id);
+          const before = befores[d] ?? null;
           let after = before;
           for (const k of ks) after = await nextView(after, items[k]!.event, ports);
           return { ks, write: writeOf(id, before, after) };
