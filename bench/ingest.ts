@@ -19,14 +19,17 @@ import { tmpdir, cpus, totalmem } from 'node:os';
 import path from 'node:path';
 import { StorageType } from '@nats-io/jetstream';
 import { connectBus } from '@memstream/bus';
-import { REPO_ROOT, SERVICES, spawnService, startNatsServer, stopProcess, type ServiceProcess } from '@memstream/cli';
+import { DEFAULT_WORKER_NICE, REPO_ROOT, SERVICES, serviceBundles, spawnLauncherLayout, spawnService, startNatsServer, stopProcess, type ServiceProcess } from '@memstream/cli';
 import { createLogger } from '@memstream/kit';
 import { SqliteDocumentViews } from '@memstream/views';
 import { commandArgs } from '@memstream/cli';
 
-const USAGE = `usage: ./memstream bench [ingest] [--docs 1000] [--memory-docs N (default: --docs)] [--concurrency 16] [--layout processes|one-process] [--json]
+const USAGE = `usage: ./memstream bench [ingest] [--docs 1000] [--memory-docs N (default: --docs)] [--concurrency 16] [--layout processes|one-process] [--worker-nice N] [--json]
 
-N documents of about 2 KB through a private memstream: add throughput, end-to-end documents/s, time to done, and the raw JetStream publish ceiling.`;
+N documents of about 2 KB through a private memstream: add throughput, end-to-end documents/s, time to done, and the raw JetStream publish ceiling.
+The services run as ./memstream up runs them: one process per service from the compiled bundles, the workers at nice
+--worker-nice (default ${DEFAULT_WORKER_NICE}); MEMSTREAM_TSX=1 runs them through tsx. --layout one-process puts every worker in one
+process (through tsx), the gateway apart.`;
 const { values } = commandArgs('bench', USAGE, {
   options: {
     docs: { type: 'string', default: '1000' },
@@ -35,6 +38,7 @@ const { values } = commandArgs('bench', USAGE, {
     'memory-docs': { type: 'string' },
     // processes: one process per service, as `./memstream up` runs them; one-process: every worker in one Node process (bench/workers-in-one-process.ts), the gateway apart.
     layout: { type: 'string', default: 'processes' },
+    'worker-nice': { type: 'string', default: String(DEFAULT_WORKER_NICE) },
   },
 });
 const N = Number(values.docs);
@@ -98,10 +102,15 @@ async function main(): Promise<void> {
 
     // On a loaded machine services take longer to start: MEMSTREAM_TEST_READY_MS, as for the tests.
     const readyTimeoutMs = Number(process.env.MEMSTREAM_TEST_READY_MS ?? 30_000);
-    if (values.layout === 'one-process') procs.push(await spawnWorkersInOneProcess(env));
-    else for (const s of SERVICES.filter((x) => x !== 'gateway')) procs.push(await spawnService(s, { env, readyTimeoutMs }));
-    const gw = await spawnService('gateway', { env, readyTimeoutMs });
-    procs.push(gw);
+    if (values.layout === 'one-process') {
+      procs.push(await spawnWorkersInOneProcess(env));
+      procs.push(await spawnService('gateway', { env, readyTimeoutMs }));
+    } else {
+      // As ./memstream up starts them (spawnLauncherLayout): bundles, workers first at their nice value, then the gateway.
+      const bundleDir = process.env.MEMSTREAM_TSX === '1' ? undefined : await serviceBundles(REPO_ROOT, SERVICES);
+      procs.push(...(await spawnLauncherLayout({ env, readyTimeoutMs, bundleDir, workerNice: Number(values['worker-nice']) })));
+    }
+    const gw = procs.find((p) => p.name === 'gateway')!;
     const url = gw.url!;
 
     // Time-to-done per document: from the moment its add was sent to the moment its indexed
@@ -223,6 +232,7 @@ async function main(): Promise<void> {
       docs: N,
       concurrency: C,
       layout: values.layout,
+      workerNice: values.layout === 'one-process' ? 0 : Number(values['worker-nice']),
       docBytes: 2048,
       // The pipeline's own figures, as before memories existed: the superrag phase.
       addRequestsPerSec: withoutMemory.addRequestsPerSec,
@@ -243,7 +253,7 @@ async function main(): Promise<void> {
       process.stdout.write(
         [
           `memstream ingest bench — ${result.machine}`,
-          `  documents                    ${N} (superrag) and ${NM} (memory) × 2 KB text, ${C} concurrent clients, layout ${values.layout}`,
+          `  documents                    ${N} (superrag) and ${NM} (memory) × 2 KB text, ${C} concurrent clients, layout ${values.layout}${values.layout === 'one-process' ? '' : `, workers at nice ${result.workerNice}${process.env.MEMSTREAM_TSX === '1' ? ', through tsx' : ''}`}`,
           ...[withoutMemory, withMemory].flatMap((ph) => [
             `  taskType ${ph.taskType}${ph.taskType === 'memory' ? ' (the memorizer runs too)' : ' (no memories)'}`,
             `    add throughput             ${ph.addRequestsPerSec} requests/s`,

@@ -247,17 +247,16 @@ export function runConsumer(opts: RunnerOptions): RunningConsumer {
     }
     const event = d.event;
     const about = { event, eventType: event.type, revision: event.revision };
-    // The message's logger is made when something logs: pino serialises a child's bindings when it
-    // is made, and most messages log nothing (debug is off) — a cost on every message for none.
+    // The message's logger is made when something logs at a level that is on: pino serialises a
+    // child's bindings when it is made, and most messages log nothing (handlers' lines are mostly
+    // debug, which is off) — a cost on every message for none.
     let child: Logger | undefined;
     const mlog = (): Logger => (child ??= log.child({ documentId: event.documentId, type: event.type, revision: event.revision, seq: m.seq, deliveryCount, ...busTelemetry().logBindings?.(trace) }));
     // Every publish is sent at once and awaited with the others before the message is acked.
     const sent: Promise<unknown>[] = [];
     const ctx: HandlerContext = {
       msg: { seq: m.seq, deliveryCount, subject: m.subject },
-      get log() {
-        return mlog();
-      },
+      log: lazyLogger(log, mlog),
       emit: (e) => {
         const p = publishEvent(bus, e, { headers: trace });
         sent.push(p);
@@ -360,6 +359,24 @@ const CARRIED_HEADERS = ['traceparent', 'tracestate', LANE_HEADER, TASK_TYPE_HEA
 export function laneOf(m: Pick<JsMsg, 'headers'>): Lane {
   return m.headers?.get(LANE_HEADER) === 'bulk' ? 'bulk' : 'normal';
 }
+
+const LEVELS = new Set(['trace', 'debug', 'info', 'warn', 'error', 'fatal']);
+
+/**
+ * A logger that makes the real one (`make`) only when a line is logged at a level `base` has on,
+ * or anything else is asked of it: `ctx.log.debug(...)` with debug off costs a level check.
+ */
+function lazyLogger(base: Logger, make: () => Logger): Logger {
+  return new Proxy({} as Logger, {
+    get(_t, prop) {
+      if (typeof prop === 'string' && LEVELS.has(prop) && !base.isLevelEnabled(prop)) return noop;
+      const real = make();
+      const v = Reflect.get(real, prop, real) as unknown;
+      return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(real) : v;
+    },
+  });
+}
+const noop = (): void => {};
 
 /** A message whose turn came after stop(): handed back unstarted. */
 class HandedBack extends Error {}

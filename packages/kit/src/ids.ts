@@ -1,4 +1,4 @@
-import { createHash, randomBytes } from 'node:crypto';
+import { createHash, randomFillSync } from 'node:crypto';
 
 export function sha256Hex(data: string | Uint8Array): string {
   return createHash('sha256').update(data).digest('hex');
@@ -8,10 +8,30 @@ const ALPHABET = '0123456789abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ
 
 /** A random 22-character base62 id (about 131 bits): one NATS subject token, URL-safe. */
 export function newId(): string {
-  const bytes = randomBytes(22);
+  const bytes = randomPool(22);
   let s = '';
-  for (const b of bytes) s += ALPHABET[b % 62];
+  for (let i = bytes.start; i < bytes.end; i++) s += ALPHABET[bytes.pool[i]! % 62];
   return s;
+}
+
+// Random bytes from a pool filled 4 KB at a time: a randomBytes call per id (a buffer and a call
+// into the system's generator each) was a visible part of every request's and message's cost.
+const POOL = Buffer.allocUnsafe(4096);
+let poolAt = POOL.length;
+function randomPool(n: number): { pool: Buffer; start: number; end: number } {
+  if (poolAt + n > POOL.length) {
+    randomFillSync(POOL);
+    poolAt = 0;
+  }
+  const start = poolAt;
+  poolAt += n;
+  return { pool: POOL, start, end: poolAt };
+}
+
+/** `bytes` random bytes as hex (trace and span ids), from the pool. */
+export function randomHex(bytes: number): string {
+  const r = randomPool(bytes);
+  return r.pool.toString('hex', r.start, r.end);
 }
 
 /** The id of a document with a customId: derived, so concurrent adds land on one document without a read. */

@@ -1,4 +1,4 @@
-import { randomFillSync } from 'node:crypto';
+import { randomHex } from '@memstream/kit';
 import type { IncomingMessage, ServerResponse } from 'node:http';
 import { ROOT_CONTEXT, SpanKind, SpanStatusCode, TraceFlags, context, propagation, trace, type Context, type SpanContext } from '@opentelemetry/api';
 import { httpDuration, scrape } from './metrics.js';
@@ -15,20 +15,6 @@ const UNTRACED = new Set(['/healthz', '/readyz', '/metrics']);
 
 const TRACEPARENT = /^00-([\da-f]{32})-([\da-f]{16})-[\da-f]{2}$/;
 const ZEROS = /^0+$/;
-
-// Random ids from a pool filled 4 KB at a time: one randomBytes call per id was a visible part
-// of a request's cost (a syscall and a buffer each).
-const POOL = Buffer.allocUnsafe(4096);
-let poolAt = POOL.length;
-function randomHex(bytes: number): string {
-  if (poolAt + bytes > POOL.length) {
-    randomFillSync(POOL);
-    poolAt = 0;
-  }
-  const s = POOL.toString('hex', poolAt, poolAt + bytes);
-  poolAt += bytes;
-  return s;
-}
 
 /**
  * The span context of a request when spans are not recorded: the trace of the request's valid

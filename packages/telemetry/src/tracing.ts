@@ -1,4 +1,3 @@
-import { randomBytes } from 'node:crypto';
 import {
   ROOT_CONTEXT,
   SpanKind,
@@ -16,7 +15,7 @@ import {
 } from '@opentelemetry/api';
 import { NodeSDK } from '@opentelemetry/sdk-node';
 import { NoopSpanProcessor, type SpanProcessor } from '@opentelemetry/sdk-trace-base';
-import { createLogger, errorMessage, setLogContext } from '@memstream/kit';
+import { createLogger, errorMessage, randomHex, setLogContext } from '@memstream/kit';
 // Type only: the bus owns the port it reports through; at run time the two meet in a global slot.
 import type { BusTelemetry, ConsumeResult } from '../../bus/src/events.js';
 import { telemetryConfigFrom, type TelemetryConfig } from './config.js';
@@ -134,8 +133,8 @@ const FAILED: ReadonlySet<string> = new Set(['retried', 'failed', 'dead-lettered
  */
 function continuedHeaders(headers: Record<string, string>): Record<string, string> {
   const m = headers.traceparent ? TRACEPARENT.exec(headers.traceparent) : null;
-  const traceId = m && !/^0+$/.test(m[1]!) ? m[1]! : randomBytes(16).toString('hex');
-  return { ...headers, traceparent: `00-${traceId}-${randomBytes(8).toString('hex')}-01` };
+  const traceId = m && !/^0+$/.test(m[1]!) ? m[1]! : randomHex(16);
+  return { ...headers, traceparent: `00-${traceId}-${randomHex(8)}-01` };
 }
 
 /**
@@ -269,8 +268,8 @@ export function requestSpanContext(span: Span, incoming: string | undefined): Sp
   const c = span.spanContext();
   if (isSpanContextValid(c)) return c;
   const m = incoming ? TRACEPARENT.exec(incoming) : null;
-  if (m && !/^0+$/.test(m[1]!) && !/^0+$/.test(m[2]!)) return { traceId: m[1]!, spanId: randomBytes(8).toString('hex'), traceFlags: TraceFlags.SAMPLED };
-  return { traceId: randomBytes(16).toString('hex'), spanId: randomBytes(8).toString('hex'), traceFlags: TraceFlags.SAMPLED };
+  if (m && !/^0+$/.test(m[1]!) && !/^0+$/.test(m[2]!)) return { traceId: m[1]!, spanId: randomHex(8), traceFlags: TraceFlags.SAMPLED };
+  return { traceId: randomHex(16), spanId: randomHex(8), traceFlags: TraceFlags.SAMPLED };
 }
 
 export function formatTraceparent(c: SpanContext): string {
