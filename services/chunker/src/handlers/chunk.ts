@@ -181,7 +181,7 @@ interface Memo {
   /** Length of the pre-token at each position; 0: nothing kept. */
   length: Uint16Array;
   tokens: Uint16Array;
-  /** How far past its start the decision looked (the last position read, relative). */
+  /** How far past its start the decision looked (the last position read, relative; at most 0xffff). */
   reach: Uint16Array;
 }
 
@@ -214,7 +214,9 @@ function countRange(text: string, start: number, end: number, memo: Memo | null)
         const tokens = pieceIds(c, text.slice(p, e)).length;
         count += tokens;
         // reach < end: the decision saw no end of range, so it holds in any range that covers what it read.
-        if (memo !== null && reach < end) {
+        // (A line break's pre-token can be short while the spaces read after it are not: such a
+        // reach does not fit the memo's 16 bits, and the decision is not kept.)
+        if (memo !== null && reach < end && reach - p <= 0xffff) {
           memo.length[p] = e - p;
           memo.tokens[p] = tokens;
           memo.reach[p] = reach - p;

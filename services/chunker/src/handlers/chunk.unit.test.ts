@@ -201,6 +201,12 @@ describe('chunkText', () => {
         }
       }
     }
+    // Tens of thousands of spaces after a line break (read to their end, kept short as a pre-token):
+    // checked against countTokens, itself checked against js-tiktoken above (which is quadratic on such runs).
+    const spaced = ['one.', 'two', 'three', 'four'].map((w, i) => `${w}\n${' \t'.repeat(20_000 + i * 9_000)}${gen.paragraph(2, 4)}`).join('\n\n');
+    for (const maxTokens of [32, 512]) {
+      for (const c of chunkText(spaced, 'plain', { maxTokens })) expect(c.tokens).toBe(countTokens(c.text));
+    }
   });
 
   it('loses no text: every word of the document is in the chunks, in order', () => {
