@@ -84,12 +84,76 @@ export class Vocabulary {
 
   /** The row of `word`, or -1. */
   row(word: string): number {
+    return this.rowOf(word, 0, word.length, wordHash(word));
+  }
+
+  /**
+   * The rows of the words of `text` that are in the vocabulary, in the text's order. Its words are
+   * the lower-cased text's runs of letters and digits (\p{L}\p{N}). Most runs are ASCII between
+   * ASCII separators: those are looked up in place, hashed as they are scanned, without a string
+   * made for them. A stretch holding anything else, up to the ASCII separators around it, is cut
+   * into words by the pattern itself: no run of letters and digits crosses an ASCII separator,
+   * so the stretch has the same words as it has in the whole text.
+   */
+  rowsOf(text: string): number[] {
+    const s = text.toLowerCase();
+    const rows: number[] = [];
+    const n = s.length;
+    for (let i = 0; i < n; ) {
+      const first = s.charCodeAt(i);
+      if (first < 0x80 && !isAsciiWordChar(first)) {
+        i++;
+        continue;
+      }
+      let j = i;
+      let h = 0x811c9dc5;
+      let ascii = true;
+      for (; j < n; j++) {
+        const ch = s.charCodeAt(j);
+        if (ch >= 0x80) ascii = false;
+        else if (!isAsciiWordChar(ch)) break;
+        else h = Math.imul(h ^ ch, 0x01000193);
+      }
+      if (ascii) {
+        const row = this.rowOf(s, i, j, h >>> 0);
+        if (row >= 0) rows.push(row);
+      } else {
+        for (const w of s.slice(i, j).match(WORD) ?? []) {
+          const row = this.row(w);
+          if (row >= 0) rows.push(row);
+        }
+      }
+      i = j;
+    }
+    return rows;
+  }
+
+  /** The row of `s[start, end)`, whose wordHash is `hash`, or -1. */
+  private rowOf(s: string, start: number, end: number, hash: number): number {
     const mask = this.table.length - 1;
-    for (let slot = wordHash(word) & mask; ; slot = (slot + 1) & mask) {
+    for (let slot = hash & mask; ; slot = (slot + 1) & mask) {
       const entry = this.table[slot]!;
       if (entry === 0) return -1;
-      if (this.word(entry - 1) === word) return entry - 1;
+      if (this.holds(entry - 1, s, start, end)) return entry - 1;
     }
+  }
+
+  /**
+   * Whether the word of `row` is `s[start, end)`. An ASCII character is its own UTF-8 byte, so
+   * ASCII is compared with the blob in place (decoding every probed word cost more than the rest of
+   * an embedding); at the first other character the word is decoded and compared as a string.
+   */
+  private holds(row: number, s: string, start: number, end: number): boolean {
+    const at = this.offsets[row]!;
+    const bytes = this.offsets[row + 1]! - at;
+    const length = end - start;
+    for (let i = 0; i < length; i++) {
+      const ch = s.charCodeAt(start + i);
+      if (ch >= 0x80) return this.word(row) === s.slice(start, end);
+      // The ASCII opening of a word is the opening of its UTF-8: a difference there is a difference.
+      if (i >= bytes || this.blob[at + i] !== ch) return false;
+    }
+    return bytes === length;
   }
 
   /** The sections as stored in a file: offsets, table, blob. */
@@ -188,10 +252,10 @@ export function decodeStaticModel(buf: Buffer): DecodedStaticModel {
   return { header, vocabulary, vectors, scales };
 }
 
-/** Words as the model's vocabulary has them: lower-case runs of letters and digits. */
-function words(text: string): string[] {
-  return text.toLowerCase().match(/[\p{L}\p{N}]+/gu) ?? [];
-}
+/** A word, as the model's vocabulary has them: a run of letters and digits (of lower-cased text). */
+const WORD = /[\p{L}\p{N}]+/gu;
+
+const isAsciiWordChar = (ch: number): boolean => (ch >= 0x61 && ch <= 0x7a) || (ch >= 0x30 && ch <= 0x39) || (ch >= 0x41 && ch <= 0x5a);
 
 /**
  * Sentence vectors from the static table: the sum of the (already SIF-weighted, PC-removed)
@@ -249,12 +313,23 @@ export class StaticEmbedder implements Embedder {
   embedOne(text: string): Float32Array {
     const dim = this.dim;
     const acc = new Float64Array(dim);
-    for (const w of words(text)) {
-      const row = this.vocabulary.row(w);
-      if (row < 0) continue;
-      const scale = this.scales[row]!;
+    const vectors = this.vectors;
+    const scales = this.scales;
+    // Four dimensions a step: a third less time than one (V8 does not unroll), and the same sums,
+    // each dimension still adding the words in text order.
+    const whole = dim - (dim % 4);
+    for (const row of this.vocabulary.rowsOf(text)) {
+      const scale = scales[row]!;
       const base = row * dim;
-      for (let i = 0; i < dim; i++) acc[i]! += this.vectors[base + i]! * scale;
+      let i = 0;
+      for (; i < whole; i += 4) {
+        const at = base + i;
+        acc[i]! += vectors[at]! * scale;
+        acc[i + 1]! += vectors[at + 1]! * scale;
+        acc[i + 2]! += vectors[at + 2]! * scale;
+        acc[i + 3]! += vectors[at + 3]! * scale;
+      }
+      for (; i < dim; i++) acc[i]! += vectors[base + i]! * scale;
     }
     let norm = 0;
     for (let i = 0; i < dim; i++) norm += acc[i]! * acc[i]!;

@@ -49,6 +49,35 @@ describe('the static word-vector model', () => {
     expect(decoded.vocabulary.row('cafè')).toBe(-1);
   });
 
+  it('finds the same words as lower-casing the text and taking its runs of letters and digits, ASCII or not', () => {
+    // Lower-casing can turn a non-ASCII letter into ASCII (the Kelvin sign into k, İ into i and a
+    // combining dot), and Σ into σ or ς by what stands around it: such stretches go to the pattern.
+    const words = ['k', 'i', 'stanbul', 'café', 'cafe', 'naïve', 'na', 've', 'straße', '東京', 'σοφία', 'σοφίας', 'οδος', 'οδοσ', 'a1', '2024', 'x', 'ab', 'b'];
+    const header = { model: 'm', source: 's', dim: 3, words, build: { sifA: 1, vocabulary: words.length, pcRemoved: 0 } };
+    const { vocabulary } = decodeStaticModel(encodeStaticModel(header, new Int8Array(words.length * 3), new Float32Array(words.length).fill(1)));
+    const reference = (text: string) => (text.toLowerCase().match(/[\p{L}\p{N}]+/gu) ?? []).map((w) => vocabulary.row(w)).filter((r) => r >= 0);
+    const texts = [
+      'Café and CAFE, naïve NA-VE; STRASSE straße 東京!',
+      '\u212a and K: İstanbul, ISTANBUL',
+      'ΣΟΦΊΑΣ. ΟΔΟΣ ΟΔΟΣ.Σ Α.Σ σοφίας',
+      'a1 A1 2024 x-ab b\u00a0ab ab\u2028b ab\u0301 ab—b',
+      '',
+      '   ',
+      'x',
+    ];
+    const fragments = ['ab', 'AB', 'b', ' ', '.', '-', 'é', 'É', 'Σ', '\u212a', 'İ', 'x', '1', '\u0301', '😀', 'k', "'", '\n'];
+    let seed = 3;
+    for (let k = 0; k < 3000; k++) {
+      let t = '';
+      for (let n = (k % 20) + 1; n > 0; n--) {
+        seed = (seed * 1103515245 + 12345) >>> 0;
+        t += fragments[seed % fragments.length];
+      }
+      texts.push(t);
+    }
+    for (const t of texts) expect(vocabulary.rowsOf(t), JSON.stringify(t)).toEqual(reference(t));
+  });
+
   it('weighs frequent words down (SIF): of two words with equal vectors, the rarer counts more', async () => {
     const equal = tinyWink([
       ['the', [3, 1, 0, 0]],

@@ -86,9 +86,10 @@ export function chunkText(text: string, format: TextFormat, opts: ChunkOptions =
 
   const sections =
     format === 'markdown' ? markdownSections(src) : plainSections(src);
-  let packed = packSections(src, sections, maxTokens, minTokens);
+  const memo = newMemo(src);
+  let packed = packSections(src, sections, maxTokens, minTokens, memo);
   // A markdown text of headings only has no section bodies; its words must still be searchable.
-  if (packed.length === 0) packed = packSections(src, plainSections(src), maxTokens, minTokens);
+  if (packed.length === 0) packed = packSections(src, plainSections(src), maxTokens, minTokens, memo);
 
   return packed.map((c, index) => ({
     index,
@@ -100,7 +101,7 @@ export function chunkText(text: string, format: TextFormat, opts: ChunkOptions =
 
 /** The number of o200k_base tokens of a text (special-token strings count as plain text). */
 export function countTokens(text: string): number {
-  return encode(text).length;
+  return countRange(text, 0, text.length, null);
 }
 
 /** Below this a heading prefix and one sentence window no longer fit sensibly. */
@@ -112,13 +113,17 @@ const MIN_MAX_TOKENS = 16;
 // encoder is not used at run time because its merge loop rescans and re-joins the whole piece
 // after every merge: quadratic per pre-token, so a long emoji run or an unpunctuated CJK
 // paragraph (one pre-token) takes seconds to minutes. This one keeps candidate pairs in a heap
-// (n log n) and caches short pieces. The unit test checks it token-for-token against js-tiktoken.
+// (n log n) and caches short pieces. Pre-tokens of ASCII text are found by a scanner rather than
+// the pattern (asciiPieceEnd), and chunkText scans its text once though it counts most of it twice
+// (each element, then the chunk holding it: Memo).
+// The unit tests check the counts against js-tiktoken, on varied and on random text.
 
 interface Codec {
   /** Byte string (one char per byte, as atob returns) → rank. */
   ranks: Map<string, number>;
   /** Rank → byte string. */
   bytesOf: string[];
+  /** The pre-tokenizer pattern, sticky: it matches at lastIndex or not at all. */
   pattern: RegExp;
   /** Short pieces (words, mostly) → token ids; cleared when full to bound memory. */
   cache: Map<string, number[]>;
@@ -157,36 +162,263 @@ function getCodec(): Codec {
       rank++;
     }
   }
-  codec = { ranks, bytesOf, pattern: new RegExp(o200k_base.pat_str, 'gu'), cache: new Map() };
+  codec = { ranks, bytesOf, pattern: new RegExp(o200k_base.pat_str, 'yu'), cache: new Map() };
   return codec;
 }
 
 const ASCII_ONLY = /^[\x00-\x7f]*$/;
 
+/**
+ * Pre-token decisions already made on one text, by start position. chunkText counts every
+ * element, then each chunk, which is mostly the same elements again: with the memo the second
+ * count reuses the first's pre-tokens instead of scanning them again. A decision is kept only
+ * when all it looked at lies inside the range then counted, and reused only when all it looked
+ * at lies inside the range being counted: then the text it depends on is the same, and so is the
+ * pre-token. (Pre-tokens found by the pattern itself, for non-ASCII text, are not kept: what the
+ * regex engine looked at is not known.)
+ */
+interface Memo {
+  /** Length of the pre-token at each position; 0: nothing kept. */
+  length: Uint16Array;
+  tokens: Uint16Array;
+  /** How far past its start the decision looked (the last position read, relative; at most 0xffff). */
+  reach: Uint16Array;
+}
+
+/** Texts longer than this get no memo (6 bytes per character); they are rare and counted as before. */
+const MEMO_MAX_LENGTH = 1 << 20;
+
+function newMemo(text: string): Memo | null {
+  const n = text.length;
+  return n > MEMO_MAX_LENGTH ? null : { length: new Uint16Array(n), tokens: new Uint16Array(n), reach: new Uint16Array(n) };
+}
+
+/** The number of tokens of `text[start, end)`, as countTokens of that slice gives it. */
+function countRange(text: string, start: number, end: number, memo: Memo | null): number {
+  const c = getCodec();
+  let count = 0;
+  for (let p = start; p < end; ) {
+    if (memo !== null) {
+      const length = memo.length[p] as number;
+      if (length !== 0 && p + (memo.reach[p] as number) < end) {
+        count += memo.tokens[p] as number;
+        p += length;
+        continue;
+      }
+    }
+    const e = asciiPieceEnd(text, p, end);
+    if (e > p) {
+      if (e - p > MAX_PIECE_LENGTH) {
+        for (const run of runsOf(text.slice(p, e), MAX_PIECE_LENGTH)) count += pieceIds(c, run).length;
+      } else {
+        const tokens = pieceIds(c, text.slice(p, e)).length;
+        count += tokens;
+        // reach < end: the decision saw no end of range, so it holds in any range that covers what it read.
+        // (A line break's pre-token can be short while the spaces read after it are not: such a
+        // reach does not fit the memo's 16 bits, and the decision is not kept.)
+        if (memo !== null && reach < end && reach - p <= 0xffff) {
+          memo.length[p] = e - p;
+          memo.tokens[p] = tokens;
+          memo.reach[p] = reach - p;
+        }
+      }
+      p = e;
+    } else {
+      // The pattern decides, on the range alone: it may look ahead past the pre-token.
+      const rest = end === text.length ? text : text.slice(0, end);
+      const q = patternEnd(c, rest, p);
+      if (q - p <= MAX_PIECE_LENGTH) count += pieceIds(c, text.slice(p, q)).length;
+      else for (const run of runsOf(text.slice(p, q), MAX_PIECE_LENGTH)) count += pieceIds(c, run).length;
+      p = q;
+    }
+  }
+  return count;
+}
+
+/**
+ * Tokens of `head + text[start, end)` (a chunk: its heading prefix, then a slice of the source),
+ * given that string as `joined`: the pre-tokens that start in the head are found in `joined`, the
+ * rest in the source, where the memo has them.
+ */
+function countJoined(joined: string, headLength: number, text: string, start: number, end: number, memo: Memo | null): number {
+  const c = getCodec();
+  let count = 0;
+  let p = 0;
+  while (p < headLength) {
+    const e = pieceEnd(c, joined, p, joined.length);
+    if (e - p <= MAX_PIECE_LENGTH) count += pieceIds(c, joined.slice(p, e)).length;
+    else for (const run of runsOf(joined.slice(p, e), MAX_PIECE_LENGTH)) count += pieceIds(c, run).length;
+    p = e;
+  }
+  // From here on `joined` is the source's text from the same character to `end`.
+  return count + countRange(text, start + (p - headLength), end, memo);
+}
+
 /** Token ids of a text, as js-tiktoken's `encode(text, [], [])` gives them. */
 function encode(text: string): number[] {
   const c = getCodec();
   const out: number[] = [];
-  const pattern = c.pattern;
-  pattern.lastIndex = 0;
-  for (let m = pattern.exec(text); m !== null; m = pattern.exec(text)) {
-    const piece = m[0];
-    if (piece.length <= MAX_PIECE_LENGTH) encodeCached(c, piece, out);
-    else for (const run of runsOf(piece, MAX_PIECE_LENGTH)) encodeCached(c, run, out);
+  for (let p = 0, n = text.length; p < n; ) {
+    const e = pieceEnd(c, text, p, n);
+    if (e - p <= MAX_PIECE_LENGTH) for (const id of pieceIds(c, text.slice(p, e))) out.push(id);
+    else for (const run of runsOf(text.slice(p, e), MAX_PIECE_LENGTH)) for (const id of pieceIds(c, run)) out.push(id);
+    p = e;
   }
   return out;
 }
 
-function encodeCached(c: Codec, piece: string, out: number[]): void {
-  let ids = c.cache.get(piece);
+/** The token ids of one pre-token, from the cache when it is short. */
+function pieceIds(c: Codec, s: string): number[] {
+  let ids = c.cache.get(s);
   if (ids === undefined) {
-    ids = encodePiece(c, piece);
-    if (piece.length <= PIECE_CACHE_MAX_LENGTH) {
+    ids = encodePiece(c, s);
+    if (s.length <= PIECE_CACHE_MAX_LENGTH) {
       if (c.cache.size >= PIECE_CACHE_LIMIT) c.cache.clear();
-      c.cache.set(piece, ids);
+      c.cache.set(s, ids);
     }
   }
-  for (const id of ids) out.push(id);
+  return ids;
+}
+
+/**
+ * Where the pre-token that starts at `p` ends: what the pattern matches there. The pattern
+ * matches at every position (its alternatives cover letters, digits, whitespace and everything
+ * else), so pre-tokens tile the text and the one at `p` depends only on the text from `p` on.
+ * Most text is ASCII, where the pattern's Unicode classes are a few ranges: asciiPieceEnd finds
+ * the same end by scanning, at a fraction of the regex engine's cost per match. Wherever the
+ * answer would depend on a non-ASCII character it declines, and the pattern itself decides.
+ */
+function pieceEnd(c: Codec, text: string, p: number, n: number): number {
+  const e = asciiPieceEnd(text, p, n);
+  return e > p ? e : patternEnd(c, n === text.length ? text : text.slice(0, n), p);
+}
+
+/** The end of the pattern's match at `p` in `text` (whole: the pattern may look ahead to its end). */
+function patternEnd(c: Codec, text: string, p: number): number {
+  c.pattern.lastIndex = p;
+  const m = c.pattern.exec(text);
+  if (m === null || m[0] === '') throw new Error(`o200k pre-tokenizer: no match at ${p}`);
+  return p + m[0].length;
+}
+
+// ASCII character classes of the pattern: \p{Ll}, \p{Lu}, \p{N}, [\r\n], the rest of \s, and
+// everything else (punctuation, symbols, control characters: neither \s, \p{L} nor \p{N}).
+const LOWER = 1;
+const UPPER = 2;
+const DIGIT = 3;
+const NEWLINE = 4;
+const SPACE = 5;
+const OTHER = 6;
+/** Beyond the end of the text. */
+const END = 0;
+/** A non-ASCII character: its class is the pattern's business. */
+const WIDE = 7;
+
+const ASCII_CLASS = ((): Uint8Array => {
+  const t = new Uint8Array(128).fill(OTHER);
+  for (let k = 0x61; k <= 0x7a; k++) t[k] = LOWER;
+  for (let k = 0x41; k <= 0x5a; k++) t[k] = UPPER;
+  for (let k = 0x30; k <= 0x39; k++) t[k] = DIGIT;
+  t[0x0a] = NEWLINE;
+  t[0x0d] = NEWLINE;
+  // \t \v \f and space: JavaScript's \s in ASCII, besides \r and \n (0x1c-0x1f are not in it).
+  for (const k of [0x09, 0x0b, 0x0c, 0x20]) t[k] = SPACE;
+  return t;
+})();
+
+/** The furthest position asciiPieceEnd has read since it started on its current pre-token (see Memo). */
+let reach = 0;
+
+function classAt(text: string, i: number, n: number): number {
+  if (i > reach) reach = i;
+  if (i >= n) return END;
+  const ch = text.charCodeAt(i);
+  return ch < 128 ? (ASCII_CLASS[ch] as number) : WIDE;
+}
+
+/**
+ * The end of the o200k pre-token at `p` when it is decided by ASCII characters alone, else -1.
+ * The pattern's alternatives, in the order it tries them, restricted to ASCII:
+ *   1. [^\r\n\p{L}\p{N}]?[\p{Lu}…]*[\p{Ll}…]+('s|'t|'re|'ve|'m|'ll|'d, any case)?  (an optional
+ *      prefix character, upper-case letters, then lower-case ones, then a contraction)
+ *   2. [^\r\n\p{L}\p{N}]?[\p{Lu}…]+[\p{Ll}…]*(contraction)?  (upper-case letters without lower-case)
+ *   3. \p{N}{1,3}
+ *   4. " "?[^\s\p{L}\p{N}]+[\r\n/]*
+ *   5. \s*[\r\n]+  (whitespace up to its last line break)
+ *   6. \s+(?!\S)  (whitespace but the last character before a non-space)
+ *   7. \s+
+ * Every run that decides an end must stop at an ASCII character (or the end of the text): a
+ * non-ASCII letter, digit, mark, space or symbol could continue it.
+ */
+function asciiPieceEnd(text: string, p: number, n: number): number {
+  reach = p;
+  const k = classAt(text, p, n);
+  if (k === WIDE) return -1;
+  // 1 and 2: letters, maybe after one character that is not a line break, letter or digit.
+  let start = -1;
+  if (k === LOWER || k === UPPER) start = p;
+  else if (k === SPACE || k === OTHER) {
+    const next = classAt(text, p + 1, n);
+    if (next === WIDE) return -1;
+    if (next === LOWER || next === UPPER) start = p + 1;
+  }
+  if (start >= 0) {
+    let i = start;
+    let at = classAt(text, i, n);
+    while (at === UPPER) at = classAt(text, ++i, n);
+    while (at === LOWER) at = classAt(text, ++i, n);
+    if (at === WIDE) return -1;
+    // Lower-case letters after the upper-case ones make it 1, none make it 2 (at least one
+    // upper-case letter then): the end is the same, and so is the contraction that may follow.
+    return afterContraction(text, i, n);
+  }
+  // 3: up to three digits.
+  if (k === DIGIT) {
+    let i = p + 1;
+    for (; i < p + 3; i++) {
+      const at = classAt(text, i, n);
+      if (at === WIDE) return -1;
+      if (at !== DIGIT) break;
+    }
+    return i;
+  }
+  // 4: symbols, maybe after one space, then any line breaks and slashes.
+  if (k === OTHER || (text.charCodeAt(p) === 0x20 && classAt(text, p + 1, n) === OTHER)) {
+    let i = k === OTHER ? p : p + 1;
+    let at = classAt(text, i, n);
+    while (at === OTHER) at = classAt(text, ++i, n);
+    if (at === WIDE) return -1;
+    while (at === NEWLINE || (at === OTHER && text.charCodeAt(i) === 0x2f)) at = classAt(text, ++i, n);
+    return i;
+  }
+  // 5, 6, 7: a run of whitespace.
+  let i = p;
+  let lastBreak = -1;
+  for (;;) {
+    const at = classAt(text, i, n);
+    if (at === NEWLINE) lastBreak = i;
+    else if (at === WIDE) return -1;
+    else if (at !== SPACE) break;
+    i++;
+  }
+  if (lastBreak >= 0) return lastBreak + 1;
+  // Before a non-space, a run of two or more gives back its last character (6); a single one is 7.
+  return i === n || i - p < 2 ? i : i - 1;
+}
+
+/** `i`, or past the contraction ('s 't 're 've 'm 'll 'd in any case) that starts there. */
+function afterContraction(text: string, i: number, n: number): number {
+  // The caller has read `i` (through classAt); a contraction reads up to two more.
+  if (i >= n || text.charCodeAt(i) !== 0x27) return i;
+  if (reach < i + 2) reach = i + 2;
+  if (i + 1 >= n) return i;
+  // | 0x20 folds case: only 'S' and 's' give 0x73, and so on for each letter compared.
+  const a = text.charCodeAt(i + 1) | 0x20;
+  if (a === 0x73 || a === 0x74 || a === 0x6d || a === 0x64) return i + 2;
+  if (i + 2 >= n) return i;
+  const b = text.charCodeAt(i + 2) | 0x20;
+  if ((a === 0x72 && b === 0x65) || (a === 0x76 && b === 0x65) || (a === 0x6c && b === 0x6c)) return i + 3;
+  return i;
 }
 
 /** `s` in runs of at most `max` UTF-16 units, never splitting a surrogate pair. */
@@ -337,7 +569,7 @@ const LONE_SURROGATE = /[\uD800-\uDBFF](?![\uDC00-\uDFFF])|(?<![\uD800-\uDBFF])[
 /** One line-ending convention, and no lone surrogates (UTF-8 cannot carry them; they would
  *  count as U+FFFD and make token windows disagree with the text). */
 function clean(text: string): string {
-  return text.replace(/\r\n?/g, '\n').replace(LONE_SURROGATE, '\uFFFD');
+  return (text.includes('\r') ? text.replace(/\r\n?/g, '\n') : text).replace(LONE_SURROGATE, '\uFFFD');
 }
 
 function splitLines(src: string): Line[] {
@@ -527,12 +759,12 @@ function lineRanges(src: string, start: number, end: number): Range[] {
 const MAX_UNITS_PER_TOKEN = 128;
 
 /** Tokens of `src[start, end)`, or Infinity when it is certainly over `budget` (then it is not counted: it is cut into windows, which are). */
-function tokensUpTo(src: string, start: number, end: number, budget: number): number {
-  return end - start > budget * MAX_UNITS_PER_TOKEN ? Number.POSITIVE_INFINITY : countTokens(src.slice(start, end));
+function tokensUpTo(src: string, start: number, end: number, budget: number, memo: Memo | null): number {
+  return end - start > budget * MAX_UNITS_PER_TOKEN ? Number.POSITIVE_INFINITY : countRange(src, start, end, memo);
 }
 
-function toElements(src: string, block: Block, budget: number, out: Element[]): void {
-  const tokens = tokensUpTo(src, block.start, block.end, budget);
+function toElements(src: string, block: Block, budget: number, out: Element[], memo: Memo | null): void {
+  const tokens = tokensUpTo(src, block.start, block.end, budget, memo);
   if (tokens <= budget) {
     out.push({ start: block.start, end: block.end, tokens });
     return;
@@ -541,9 +773,9 @@ function toElements(src: string, block: Block, budget: number, out: Element[]): 
   for (const part of parts) {
     const r = trimRange(src, part.start, part.end);
     if (r.end <= r.start) continue;
-    const t = tokensUpTo(src, r.start, r.end, budget);
+    const t = tokensUpTo(src, r.start, r.end, budget, memo);
     if (t <= budget) out.push({ start: r.start, end: r.end, tokens: t });
-    else for (const w of tokenWindows(src, r.start, r.end, budget)) out.push(w);
+    else for (const w of tokenWindows(src, r.start, r.end, budget, memo)) out.push(w);
   }
 }
 
@@ -552,7 +784,7 @@ function toElements(src: string, block: Block, budget: number, out: Element[]): 
  * boundary back (or, for a lone partial token, forward) so no UTF-8 character is cut in two:
  * a 4-byte emoji or a CJK character can span two tokens.
  */
-function tokenWindows(src: string, start: number, end: number, budget: number): Element[] {
+function tokenWindows(src: string, start: number, end: number, budget: number, memo: Memo | null = null): Element[] {
   const c = getCodec();
   const text = src.slice(start, end);
   const utf8 = Buffer.from(text, 'utf8');
@@ -573,7 +805,7 @@ function tokenWindows(src: string, start: number, end: number, budget: number): 
       while (!onCharBoundary(b)) b++;
       const piece = utf8.toString('utf8', byteEnd[a] as number, byteEnd[b] as number);
       const r = trimRange(src, offset, offset + piece.length);
-      const tokens = r.end > r.start ? countTokens(src.slice(r.start, r.end)) : 0;
+      const tokens = r.end > r.start ? countRange(src, r.start, r.end, memo) : 0;
       // Re-encoding a window on its own can differ from its share of the whole by a token or
       // two at the edges; shrink until the piece itself fits, unless shrinking would cut a
       // character (then the window is already as small as it can be).
@@ -599,10 +831,10 @@ interface Packed {
   tokens: number;
 }
 
-function packSections(src: string, sections: Section[], maxTokens: number, minTokens: number): Packed[] {
+function packSections(src: string, sections: Section[], maxTokens: number, minTokens: number, memo: Memo | null): Packed[] {
   const out: Packed[] = [];
   for (const section of sections) {
-    if (section.blocks.length > 0) packSection(src, section, maxTokens, minTokens, out);
+    if (section.blocks.length > 0) packSection(src, section, maxTokens, minTokens, out, memo);
   }
   return out;
 }
@@ -613,12 +845,12 @@ const PREFIX_SEPARATOR = '\n\n';
 /** How much of an element's opening decides its cut priority (see the module comment). */
 const PRIORITY_SPAN = 64;
 
-function packSection(src: string, section: Section, maxTokens: number, minTokens: number, out: Packed[]): void {
+function packSection(src: string, section: Section, maxTokens: number, minTokens: number, out: Packed[], memo: Memo | null): void {
   const prefix = fitPrefix(section.prefix, Math.floor(maxTokens / 4));
   const budget = prefix === '' ? maxTokens : maxTokens - countTokens(prefix) - countTokens(PREFIX_SEPARATOR);
 
   const elements: Element[] = [];
-  for (const block of section.blocks) toElements(src, block, budget, elements);
+  for (const block of section.blocks) toElements(src, block, budget, elements, memo);
   if (elements.length === 0) return;
 
   // Token position of each element's end, whitespace between elements included.
@@ -628,7 +860,7 @@ function packSection(src: string, section: Section, maxTokens: number, minTokens
   for (let i = 0; i < elements.length; i++) {
     const el = elements[i] as Element;
     if (i > 0) {
-      const gap = countTokens(src.slice((elements[i - 1] as Element).end, el.start));
+      const gap = countRange(src, (elements[i - 1] as Element).end, el.start, memo);
       gaps.push(gap);
       position += gap;
     }
@@ -661,7 +893,7 @@ function packSection(src: string, section: Section, maxTokens: number, minTokens
   let runStart = 0;
   for (let i = 0; i < elements.length; i++) {
     if (i === elements.length - 1 || isCut(i)) {
-      packRun(src, prefix, elements, gaps, runStart, i, budget, maxTokens, out);
+      packRun(src, prefix, elements, gaps, runStart, i, budget, maxTokens, out, memo);
       runStart = i + 1;
     }
   }
@@ -678,18 +910,19 @@ function packRun(
   budget: number,
   maxTokens: number,
   out: Packed[],
+  memo: Memo | null,
 ): void {
   let start = first;
   let size = (elements[first] as Element).tokens;
   for (let i = first + 1; i <= last; i++) {
     const add = (gaps[i] as number) + (elements[i] as Element).tokens;
     if (size + add > budget) {
-      emit(src, prefix, elements.slice(start, i), budget, maxTokens, out);
+      emit(src, prefix, elements.slice(start, i), budget, maxTokens, out, memo);
       start = i;
       size = (elements[i] as Element).tokens;
     } else size += add;
   }
-  emit(src, prefix, elements.slice(start, last + 1), budget, maxTokens, out);
+  emit(src, prefix, elements.slice(start, last + 1), budget, maxTokens, out, memo);
 }
 
 /**
@@ -697,32 +930,37 @@ function packRun(
  * can merge across a join. In the rare case the whole is over the limit, the group is halved
  * (or its single element split finer) until every piece fits.
  */
-function emit(src: string, prefix: string, group: Element[], budget: number, maxTokens: number, out: Packed[]): void {
+function emit(src: string, prefix: string, group: Element[], budget: number, maxTokens: number, out: Packed[], memo: Memo | null): void {
   const firstEl = group[0] as Element;
   const lastEl = group[group.length - 1] as Element;
   const body = src.slice(firstEl.start, lastEl.end);
   const text = prefix === '' ? body : prefix + PREFIX_SEPARATOR + body;
   // A lone element without a prefix is exactly the text its count was made from: not counted twice.
-  const tokens = group.length === 1 && prefix === '' ? firstEl.tokens : countTokens(text);
+  const tokens =
+    prefix === ''
+      ? group.length === 1
+        ? firstEl.tokens
+        : countRange(src, firstEl.start, lastEl.end, memo)
+      : countJoined(text, prefix.length + PREFIX_SEPARATOR.length, src, firstEl.start, lastEl.end, memo);
   if (tokens <= maxTokens) {
     out.push({ text, tokens });
     return;
   }
   if (group.length > 1) {
     const mid = Math.ceil(group.length / 2);
-    emit(src, prefix, group.slice(0, mid), budget, maxTokens, out);
-    emit(src, prefix, group.slice(mid), budget, maxTokens, out);
+    emit(src, prefix, group.slice(0, mid), budget, maxTokens, out, memo);
+    emit(src, prefix, group.slice(mid), budget, maxTokens, out, memo);
     return;
   }
   const finer = Math.min(budget, firstEl.tokens) - (tokens - maxTokens);
   if (finer < 1) {
     // Unreachable while the prefix is capped at a quarter of maxTokens; dropping the prefix
     // keeps the size bound if it ever happens.
-    const bare = countTokens(body);
+    const bare = countRange(src, firstEl.start, lastEl.end, memo);
     out.push({ text: body, tokens: bare });
     return;
   }
-  for (const piece of tokenWindows(src, firstEl.start, firstEl.end, finer)) emit(src, prefix, [piece], budget, maxTokens, out);
+  for (const piece of tokenWindows(src, firstEl.start, firstEl.end, finer, memo)) emit(src, prefix, [piece], budget, maxTokens, out, memo);
 }
 
 /** The heading path, shortened to its deepest heading, then cut, if it exceeds `cap` tokens. */

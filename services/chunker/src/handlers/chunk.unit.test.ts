@@ -137,6 +137,26 @@ describe('countTokens (o200k_base)', () => {
     for (const s of samples) expect(countTokens(s), JSON.stringify(s.slice(0, 40))).toBe(reference.encode(s, [], []).length);
   });
 
+  it('pre-tokenizes as the pattern does where it scans ASCII itself: js-tiktoken’s counts on random strings', () => {
+    // Fragments where the pattern's alternatives meet: contractions, a slash after line breaks,
+    // runs of spaces before words and symbols, digit runs, control characters; and non-ASCII
+    // letters, digits, marks, spaces and symbols next to them, where the pattern decides.
+    const fragments = ['/\n/', "'re", "'LL", "'Ve", "'s", "'D", "'", "'x", ' /', '\r\n', '  ', ' \n ', '\t', '\v', '\f', 'ABC', 'abc', 'Abc', 'aBC', 'x',
+      'Q', '123', '1234', ' 12', '://', '\n\n', ' .', '..', '#', '*', '`', '-', ',', '\x00', '\x1f', '\x7f', 'é', 'É', '²', '\u00a0', '—', '…', '\u0301',
+      '😀', '中', '\u2028', 'ß', 'ǅ', 'ʰ', '\u3000', '٣', '’', ' ', ' ', 'e', 's', 't'];
+    const rand = prng(99);
+    for (let k = 0; k < 20_000; k++) {
+      const asciiOnly = rand() < 0.5;
+      let s = '';
+      for (let n = 1 + Math.floor(rand() * 24); n > 0; n--) {
+        let f = fragments[Math.floor(rand() * fragments.length)] as string;
+        while (asciiOnly && /[^\x00-\x7f]/.test(f)) f = fragments[Math.floor(rand() * fragments.length)] as string;
+        s += f;
+      }
+      expect(countTokens(s), JSON.stringify(s)).toBe(reference.encode(s, [], []).length);
+    }
+  });
+
   it('names the tokenizer', () => {
     expect(TOKENIZER).toBe('o200k_base');
   });
@@ -156,6 +176,36 @@ describe('chunkText', () => {
         expect(c.tokens).toBe(reference.encode(c.text, [], []).length);
         expect(c.hash).toBe(sha256(c.text));
       });
+    }
+  });
+
+  it('counts each chunk as its own text, whatever pre-tokens its elements and heading make where they meet', () => {
+    // Chunk counts reuse the pre-tokens found while counting the elements; at the joins (a
+    // paragraph ending in a symbol takes the line breaks after it, a contraction, a slash, spaces)
+    // and after the heading prefix they must be found again.
+    const ends = ['.', '/', "'", "'s", ' ', '  ', '--', '1', '12', 'Ab', 'AB', 'é', '—', ':', ')'];
+    const starts = ['/', "'re", ' x', 'Word', 'word', '12', '-', '.', 'é', '😀', '#x', '\t'];
+    const rand = prng(5);
+    const gen = new TextGen(5);
+    for (let d = 0; d < 30; d++) {
+      const paragraphs = Array.from({ length: 30 }, () => {
+        const start = starts[Math.floor(rand() * starts.length)] as string;
+        const end = ends[Math.floor(rand() * ends.length)] as string;
+        return `${start}${gen.paragraph(1, 3)}${end}`;
+      });
+      const heading = `# Part ${d}${ends[d % ends.length]}`;
+      const doc = `${heading}\n\n${paragraphs.join(d % 2 ? '\n\n' : '\n \n')}`;
+      for (const format of ['markdown', 'plain'] as const) {
+        for (const maxTokens of [24, 64, 200]) {
+          for (const c of chunkText(doc, format, { maxTokens })) expect(c.tokens, JSON.stringify(c.text.slice(0, 60))).toBe(reference.encode(c.text, [], []).length);
+        }
+      }
+    }
+    // Tens of thousands of spaces after a line break (read to their end, kept short as a pre-token):
+    // checked against countTokens, itself checked against js-tiktoken above (which is quadratic on such runs).
+    const spaced = ['one.', 'two', 'three', 'four'].map((w, i) => `${w}\n${' \t'.repeat(20_000 + i * 9_000)}${gen.paragraph(2, 4)}`).join('\n\n');
+    for (const maxTokens of [32, 512]) {
+      for (const c of chunkText(spaced, 'plain', { maxTokens })) expect(c.tokens).toBe(countTokens(c.text));
     }
   });
 

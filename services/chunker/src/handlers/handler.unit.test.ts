@@ -11,7 +11,8 @@ describe('chunker handler', () => {
   it('given extracted text, emits chunked with hashed chunks (its status came with the extracted event: no stage-started)', async () => {
     const ctx = recordingContext();
     const text = Array.from({ length: 40 }, (_, i) => `## Section ${i}\n\nThe projection folds event ${i} into the view, and replay folds it again the same way.`).join('\n\n');
-    const out = (await createChunkHandler({ maxTokens: 128 })(extracted(text), ctx)) ?? [];
+    const source = extracted(text);
+    const out = (await createChunkHandler({ maxTokens: 128 })(source, ctx)) ?? [];
     expect(ctx.emitted).toEqual([]);
     expect(out).toHaveLength(1);
     const chunked = out[0]!;
@@ -23,7 +24,7 @@ describe('chunker handler', () => {
       expect(c.tokens).toBeLessThanOrEqual(128);
       expect(c.hash).toMatch(/^[0-9a-f]{64}$/);
     });
-    expect(chunked.causationId).toBe(ctx.emitted[0]!.causationId);
+    expect(chunked.causationId).toBe(source.id);
   });
 
   it('a chunkSize carried from the submitting key’s settings wins over the service’s', async () => {

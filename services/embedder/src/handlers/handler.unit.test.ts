@@ -55,4 +55,27 @@ describe('embedder handler', () => {
     expect(calls).toEqual([3, 2, 1]);
     expect(mixed.map((r) => r.status)).toEqual(['fulfilled', 'rejected']);
   });
+
+  it('looks for earlier vectors only where the log may have some: a later revision, a redelivery, a re-drive', async () => {
+    const embedder = new HashedEmbedder({ dim: 16 });
+    const asked: string[] = [];
+    const previousVectors = async (documentId: string) => (asked.push(documentId), new Map<string, string>());
+    const handle = asHandler(createEmbedHandler({ embedder, batch: 8, previousVectors }));
+    const chunks = [{ index: 0, hash: 'a'.repeat(64), text: 'one chunk', tokens: 2 }];
+    const chunked = (over: { revision?: number; redrive?: { from: 'chunk'; ofRevision: number } } = {}) => {
+      const sub = submittedEvent('x', over.revision ? { revision: over.revision } : {});
+      return follow(sub, 'document.chunked.v1', { tokenizer: 'o200k_base', chunks, ...(over.redrive ? { redrive: over.redrive } : {}) });
+    };
+    const first = chunked();
+    await handle(first, recordingContext());
+    expect(asked).toEqual([]);
+    const redelivered = recordingContext();
+    redelivered.msg.deliveryCount = 2;
+    await handle(first, redelivered);
+    const second = chunked({ revision: 2 });
+    await handle(second, recordingContext());
+    const redriven = chunked({ redrive: { from: 'chunk', ofRevision: 1 } });
+    await handle(redriven, recordingContext());
+    expect(asked).toEqual([first.documentId, second.documentId, redriven.documentId]);
+  });
 });

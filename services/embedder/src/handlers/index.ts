@@ -20,6 +20,16 @@ export interface EmbedderPorts {
 }
 
 /**
+ * Whether the log may hold vectors of this document already: not on the first delivery of a first
+ * revision's chunks outside a re-drive, since the document has no earlier revision and this one no
+ * embedded event yet. The read skipped is a request to the broker per new document. (A chunked
+ * event published twice, beyond the broker's duplicate window, has its vectors computed again.)
+ */
+function mayHaveVectors(event: EventOf<'document.chunked.v1'>, ctx: HandlerContext): boolean {
+  return event.revision > 1 || event.data.redrive !== undefined || ctx.msg.deliveryCount > 1;
+}
+
+/**
  * chunked → embedded: one vector per chunk, computed or reused; the chunks to compute of every
  * document of a batch go to the model together, in calls of `batch` texts. The runner's stage
  * wrapper announces stage-started(embedding) and, on a re-drive from index, re-emits the earlier
@@ -29,9 +39,9 @@ export function createEmbedHandler(ports: EmbedderPorts): BatchHandler {
   /** The documents' events, their vectors computed in shared calls; throws when a call fails. */
   async function embedAll(embedder: Embedder, items: Array<{ event: EventOf<'document.chunked.v1'>; ctx: HandlerContext }>): Promise<DocumentEvent[][]> {
     const known = await Promise.all(
-      items.map(async ({ event }) =>
+      items.map(async ({ event, ctx }) =>
         // A re-drive from the embed stage asks for new vectors: the cache of earlier ones is not used.
-        event.data.redrive?.from === 'embed' ? new Map<string, string>() : ((await ports.previousVectors?.(event.documentId, embedder.model)) ?? new Map<string, string>()),
+        event.data.redrive?.from === 'embed' || !mayHaveVectors(event, ctx) ? new Map<string, string>() : ((await ports.previousVectors?.(event.documentId, embedder.model)) ?? new Map<string, string>()),
       ),
     );
     const todo = new Map<string, string>();

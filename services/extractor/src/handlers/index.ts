@@ -52,55 +52,72 @@ export function createExtractHandler(ports: ExtractorPorts): Handler {
 
 function extractHandler(ports: ExtractorPorts): StageHandler<'extractor'> {
   const limits = ports.limits ?? DEFAULT_LIMITS;
+  const isolate = ports.isolate ?? true;
   return async (event, ctx) => {
     const redrive = event.data.redrive;
-    const workDir = await mkdtemp(path.join(tmpdir(), 'memstream-extract-'));
-    const xctx: ExtractContext = { limits, log: ctx.log, workDir, signal: new AbortController().signal };
-    try {
-      const input = event.data.input;
-      let out: ExtractResult;
-      if (input.kind === 'text' && isUrlContent(input.content)) {
-        const file = await ports.fetchUrl(input.content.trim(), xctx);
-        out = await extractFromFile({ ...file, fileType: event.data.fileType ?? file.fileType }, xctx, ports.isolate ?? true);
-        out = { ...out, url: file.finalUrl, type: out.type === 'text' ? 'webpage' : out.type };
-      } else if (input.kind === 'text') {
-        if (ports.poisonMarker && input.content.includes(ports.poisonMarker)) {
-          // Deliberately not a PermanentError: the runner must find out by retrying that it is poison.
-          throw new TypeError('test poison marker found: this content breaks the extractor on every attempt');
-        }
-        if (!looksLikeHtml(input.content)) out = extractString(input.content);
-        else if ((ports.isolate ?? true) && htmlDepth(input.content, MAX_IN_PROCESS_HTML_DEPTH + 1) > MAX_IN_PROCESS_HTML_DEPTH) {
-          // Pathologically deep markup: parsed in the sandbox, under its time and memory limits.
-          const local = path.join(workDir, 'input.html');
+    const input = event.data.input;
+    let out: ExtractResult;
+    if (input.kind === 'text' && !isUrlContent(input.content)) {
+      if (ports.poisonMarker && input.content.includes(ports.poisonMarker)) {
+        // Deliberately not a PermanentError: the runner must find out by retrying that it is poison.
+        throw new TypeError('test poison marker found: this content breaks the extractor on every attempt');
+      }
+      // Text is extracted in memory: only markup too deep to parse here needs a file (for the sandbox).
+      if (!looksLikeHtml(input.content)) out = extractString(input.content);
+      else if (isolate && htmlDepth(input.content, MAX_IN_PROCESS_HTML_DEPTH + 1) > MAX_IN_PROCESS_HTML_DEPTH) {
+        // Pathologically deep markup: parsed in the sandbox, under its time and memory limits.
+        out = await inWorkDir(limits, ctx.log, async (xctx) => {
+          const local = path.join(xctx.workDir, 'input.html');
           await writeFile(local, input.content);
           const file = { path: local, size: Buffer.byteLength(input.content), filename: null, mimeType: 'text/html', fileType: null };
           const { peakRssBytes: _rss, ...result } = await extractIsolated(file, 'html', xctx);
-          out = result;
-        } else out = extractHtmlString(input.content, null);
-      } else {
+          return result;
+        });
+      } else out = extractHtmlString(input.content, null);
+    } else if (input.kind === 'text') {
+      const url = input.content.trim();
+      out = await inWorkDir(limits, ctx.log, async (xctx) => {
+        const file = await ports.fetchUrl(url, xctx);
+        const fetched = await extractFromFile({ ...file, fileType: event.data.fileType ?? file.fileType }, xctx, isolate);
+        return { ...fetched, url: file.finalUrl, type: fetched.type === 'text' ? 'webpage' : fetched.type };
+      });
+    } else {
+      out = await inWorkDir(limits, ctx.log, async (xctx) => {
         const stream = await ports.blobs.getStream(input.key);
         if (!stream) throw new PermanentError(`uploaded file ${input.key} is missing from the blob store`);
-        const local = path.join(workDir, 'input');
+        const local = path.join(xctx.workDir, 'input');
         // To disk, not memory: parsers read files, and a 50 MB upload stays off the heap.
         await pipeline(Readable.fromWeb(stream as unknown as WebReadableStream<Uint8Array>), createWriteStream(local));
-        out = await extractFromFile(
+        return extractFromFile(
           { path: local, size: input.size, filename: input.filename, mimeType: event.data.mimeType ?? input.mimeType, fileType: event.data.fileType },
           xctx,
-          ports.isolate ?? true,
+          isolate,
         );
-      }
-      if (out.text.trim() === '') throw new PermanentError('no extractable text');
-      const bytes = Buffer.byteLength(out.text, 'utf8');
-      if (bytes > limits.maxTextBytes) {
-        throw new PermanentError(`the extracted text is ${mb(bytes)}, more than the ${mb(limits.maxTextBytes)} one document may have (EXTRACT_MAX_TEXT_BYTES); split it into several documents`);
-      }
-      const chunkSize = event.data.settings?.chunkSize;
-      const data: ExtractedData = { title: out.title, type: out.type, text: out.text, url: out.url ?? null, format: out.format, ...(redrive ? { redrive } : {}), ...(chunkSize ? { chunkSize } : {}) };
-      return [follow(event, 'document.extracted.v1', data)];
-    } finally {
-      await rm(workDir, { recursive: true, force: true });
+      });
     }
+    if (out.text.trim() === '') throw new PermanentError('no extractable text');
+    const bytes = Buffer.byteLength(out.text, 'utf8');
+    if (bytes > limits.maxTextBytes) {
+      throw new PermanentError(`the extracted text is ${mb(bytes)}, more than the ${mb(limits.maxTextBytes)} one document may have (EXTRACT_MAX_TEXT_BYTES); split it into several documents`);
+    }
+    const chunkSize = event.data.settings?.chunkSize;
+    const data: ExtractedData = { title: out.title, type: out.type, text: out.text, url: out.url ?? null, format: out.format, ...(redrive ? { redrive } : {}), ...(chunkSize ? { chunkSize } : {}) };
+    return [follow(event, 'document.extracted.v1', data)];
   };
+}
+
+/**
+ * Runs `extract` with a private temporary directory (a download, an upload, the sandbox's files),
+ * removed afterwards whatever happens. Only what touches files asks for one: making and removing a
+ * directory cost a plain-text document several times its whole extraction.
+ */
+async function inWorkDir<T>(limits: ExtractLimits, log: ExtractContext['log'], extract: (ctx: ExtractContext) => Promise<T>): Promise<T> {
+  const workDir = await mkdtemp(path.join(tmpdir(), 'memstream-extract-'));
+  try {
+    return await extract({ limits, log, workDir, signal: new AbortController().signal });
+  } finally {
+    await rm(workDir, { recursive: true, force: true });
+  }
 }
 
 const mb = (bytes: number): string => (bytes < 1048576 ? `${Math.ceil(bytes / 1024)} KB` : `${(bytes / 1048576).toFixed(1)} MB`);
