@@ -32,6 +32,14 @@ export interface BatchPolicy {
   size: number;
   /** How long the first message waiting for a batch waits for more before the batch starts anyway. */
   waitMs: number;
+  /**
+   * One batch at a time (group commit): what arrives while a batch is handled waits for it to end
+   * and goes into the next one, up to `size`. For a handler whose batch is one store transaction
+   * (the projection, the indexer): a commit has a fixed cost, and at a moderate rate batches
+   * gathered for `waitMs` alone hold one or two messages; this way they grow with the load, and an
+   * idle consumer still starts a lone message after `waitMs`.
+   */
+  serial?: boolean;
 }
 
 /** Batches of up to 32 messages, gathered for at most 5 ms: under load they fill, idle they cost 5 ms. */
@@ -191,6 +199,8 @@ export function pullLoop(opts: {
         for (const m of ms) held.delete(m);
         report();
         freed?.();
+        // What gathered meanwhile is the next batch.
+        if (batch.serial && waiting.length > 0 && !stopping) dispatch(true);
       });
     inflight.add(p);
   }
@@ -199,7 +209,12 @@ export function pullLoop(opts: {
   function dispatch(all: boolean): void {
     clearTimeout(gather);
     gather = undefined;
-    while (waiting.length >= batch.size || (all && waiting.length > 0)) start(nextBatch(waiting, batch.size));
+    // Serial: the batch in flight starts the next one when it ends (see BatchPolicy.serial).
+    if (batch.serial && inflight.size > 0) return;
+    while (waiting.length >= batch.size || (all && waiting.length > 0)) {
+      start(nextBatch(waiting, batch.size));
+      if (batch.serial) return;
+    }
     if (waiting.length > 0) gather = setTimeout(() => dispatch(true), batch.waitMs);
   }
 
@@ -219,6 +234,7 @@ export function pullLoop(opts: {
     held.add(m);
     report();
     waiting.push(m);
+    if (batch.serial && inflight.size > 0) return;
     if (waiting.length >= batch.size) dispatch(false);
     else if (!gather) gather = setTimeout(() => dispatch(true), batch.waitMs);
   }

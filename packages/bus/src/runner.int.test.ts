@@ -364,4 +364,44 @@ describe('consumer runner over real JetStream', () => {
     const m = await bus.jsm.direct.getMessage(STREAM_DOCS, { last_by_subj: `doc.${sub.documentId}.submitted` });
     expect(m?.header.get(TASK_TYPE_HEADER)).toBe('memory');
   });
+
+  it('serial batches (group commit): one batch at a time, and what arrives meanwhile is the next batch', async () => {
+    const indexed = (text: string) => follow(submittedEvent(text), 'document.indexed.v1', { model: 'm', dim: 2, chunkCount: 1, removed: 0 });
+    const first = Array.from({ length: 3 }, (_, i) => indexed(`first ${i}`));
+    const later = Array.from({ length: 20 }, (_, i) => indexed(`later ${i}`));
+    const mine = new Set([...first, ...later].map((e) => e.documentId));
+    for (const e of first) await publishEvent(bus, e);
+    const sizes: number[] = [];
+    let active = 0;
+    let most = 0;
+    let handled = 0;
+    const r = runConsumer({
+      bus,
+      consumer: 'memorizer',
+      log,
+      concurrency: 64,
+      batch: { size: 32, waitMs: 5, serial: true },
+      handleBatch: async (items) => {
+        const n = items.filter((i) => mine.has(i.event.documentId)).length;
+        active++;
+        most = Math.max(most, active);
+        if (n > 0) sizes.push(n);
+        // The first batch is slow (a long commit): the 20 published meanwhile gather behind it.
+        if (sizes.length === 1 && n > 0) await new Promise((res) => setTimeout(res, 500));
+        handled += n;
+        active--;
+        return items.map(() => ({ status: 'fulfilled' as const, value: [] }));
+      },
+    });
+    await new Promise((res) => setTimeout(res, 150));
+    for (const e of later) await publishEvent(bus, e);
+    const deadline = Date.now() + 15_000;
+    while (handled < first.length + later.length && Date.now() < deadline) await new Promise((res) => setTimeout(res, 25));
+    await r.stop();
+    expect(most).toBe(1);
+    expect(sizes[0]).toBe(3);
+    expect(sizes.slice(1).reduce((a, b) => a + b, 0)).toBe(20);
+    // Without serial batches they would have gone in batches gathered for 5 ms each, one or a few at a time.
+    expect(sizes[1]).toBeGreaterThanOrEqual(15);
+  });
 });

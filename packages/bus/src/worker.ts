@@ -6,6 +6,7 @@ import { busTelemetry } from './events.js';
 import { connectBus, type Bus } from './connect.js';
 import { ensureTopology } from './topology.js';
 import { runConsumer, type BatchHandler, type Handler, type Outcome } from './runner.js';
+import type { BatchPolicy } from './pull-loop.js';
 import type { DocumentEvent, EventKind } from '@memstream/contracts';
 
 export interface WorkerOptions {
@@ -19,6 +20,8 @@ export interface WorkerOptions {
   stage?: Stage;
   /** Drop stale revisions' work. Default: true for a stage, false for a reader. */
   skipStale?: boolean;
+  /** How its messages are gathered into batches (default DEFAULT_BATCH; `serial` for a handler whose batch is one store transaction). */
+  batch?: BatchPolicy;
   kinds?: readonly EventKind[];
   /**
    * Build the handler and its ports once the bus is up; `close` releases the ports at shutdown.
@@ -171,6 +174,7 @@ export async function startWorker(opts: WorkerOptions): Promise<void> {
       log,
       ...(handleBatch ? { handleBatch } : { handle: handle! }),
       concurrency: opts.concurrency,
+      ...(opts.batch ? { batch: opts.batch } : {}),
       ...(stage ? { stage } : {}),
       skipStale,
       ...(opts.kinds ? { kinds: opts.kinds } : {}),

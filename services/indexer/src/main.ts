@@ -1,7 +1,7 @@
 // First: the OpenTelemetry SDK starts before any application module is loaded.
 import '@memstream/telemetry';
 import { mkdirSync } from 'node:fs';
-import { startWorker } from '@memstream/bus';
+import { DEFAULT_BATCH, startWorker } from '@memstream/bus';
 import { ChunkIndexSet } from '@memstream/chunk-index';
 import { DEFAULT_INDEX } from '@memstream/contracts';
 import { createLogger } from '@memstream/kit';
@@ -21,6 +21,8 @@ await startWorker({
   natsUrl: config.NATS_URL,
   ackWaitMs: config.MEMSTREAM_ACK_WAIT_MS,
   concurrency: config.INDEXER_CONCURRENCY,
+  // A batch is one transaction per index: one at a time, so batches grow with the load (group commit).
+  batch: { ...DEFAULT_BATCH, serial: true },
   log,
   setup: async (bus) => {
     mkdirSync(config.MEMSTREAM_DATA_DIR, { recursive: true });

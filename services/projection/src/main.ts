@@ -2,7 +2,7 @@
 import { watchDocumentStatuses } from '@memstream/telemetry';
 import path from 'node:path';
 import { mkdirSync } from 'node:fs';
-import { lastEvent, publishEvent, startWorker } from '@memstream/bus';
+import { DEFAULT_BATCH, lastEvent, publishEvent, startWorker } from '@memstream/bus';
 import type { DocumentSubmitted } from '@memstream/contracts';
 import { createLogger } from '@memstream/kit';
 import { openDocumentViews } from '@memstream/views';
@@ -20,6 +20,8 @@ await startWorker({
   // Several at once: the compare-and-set makes concurrent writes to one document safe, and the
   // reducer gives the same view whatever order one document's events arrive in.
   concurrency: config.PROJECTION_CONCURRENCY,
+  // A batch is one SQLite transaction: one at a time, so batches grow with the load (group commit).
+  batch: { ...DEFAULT_BATCH, serial: true },
   // The kinds it decodes are READERS.projection.reads (packages/contracts/src/pipeline.ts); the
   // rest (chunked and embedded, every chunk's text and vector) are acked unread.
   log,
