@@ -124,7 +124,10 @@ export function kvDocNotes(kv: KV, opts: { cacheMs?: number; max?: number; now?:
       return (fresh(id) ?? (await load(id))).note;
     },
     async note(id, patch) {
-      let cur = fresh(id) ?? (await load(id));
+      // Nothing known of the document here: most likely a new one (its submission), so try to
+      // create the note first — one request instead of a read and then a write; if a note exists,
+      // the create fails and the loop reads and merges.
+      let cur: { note: DocNote | null; revision: number } = fresh(id) ?? { note: null, revision: 0 };
       for (let i = 0; ; i++) {
         const next = mergeNote(cur.note, patch);
         if (cur.note && JSON.stringify(cur.note) === JSON.stringify(next)) return next;
