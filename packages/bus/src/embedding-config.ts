@@ -24,24 +24,31 @@ export interface EmbeddingConfigStore {
  * everyone who came meanwhile. So every answer is as fresh as a read of its own (a model switch
  * is seen by every message handled after it), and a batch of documents asking at once costs two
  * reads instead of one each (the embedder and the indexer read the key for every document).
+ * A read in flight for longer than `patienceMs` is not waited for: one sent just before the broker
+ * went away is answered by nobody until its request times out (10 s), and the callers after it
+ * would wait as long; they start a read of their own instead.
  */
-export function freshReads<T>(read: () => Promise<T>): () => Promise<T> {
-  let inflight: Promise<T> | null = null;
+export function freshReads<T>(read: () => Promise<T>, opts: { patienceMs?: number; now?: () => number } = {}): () => Promise<T> {
+  const patienceMs = opts.patienceMs ?? 250;
+  const now = opts.now ?? (() => performance.now());
+  let current: { p: Promise<T>; at: number } | null = null;
   let next: Promise<T> | null = null;
   const start = (): Promise<T> => {
     const p = read().finally(() => {
-      if (inflight === p) inflight = null;
+      if (current?.p === p) current = null;
     });
-    inflight = p;
+    current = { p, at: now() };
     return p;
   };
+  const settled = () => undefined;
   return () => {
-    if (!inflight) return start();
+    if (!current) return start();
+    if (now() - current.at > patienceMs) {
+      next = null;
+      return start();
+    }
     // Joins the read that starts once the one in flight (begun before this call) has ended.
-    next ??= inflight.then(
-      () => undefined,
-      () => undefined,
-    ).then(() => {
+    next ??= current.p.then(settled, settled).then(() => {
       next = null;
       return start();
     });

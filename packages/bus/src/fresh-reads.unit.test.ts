@@ -42,4 +42,25 @@ describe('freshReads: concurrent reads shared, each started after its caller ask
     fail = false;
     expect(await read()).toBe('ok');
   });
+
+  it('a read in flight for too long (the broker went away under it) is not waited for: a new one starts', async () => {
+    let t = 0;
+    const gates: Array<(v: string) => void> = [];
+    const read = freshReads(() => new Promise<string>((r) => gates.push(r)), { patienceMs: 250, now: () => t });
+    const stuck = read();
+    t = 100;
+    const joined = read();
+    expect(gates).toHaveLength(1);
+    t = 400;
+    const fresh = read();
+    expect(gates).toHaveLength(2);
+    gates[1]!('after the reconnect');
+    expect(await fresh).toBe('after the reconnect');
+    gates[0]!('late');
+    expect(await stuck).toBe('late');
+    // The caller that joined while the first read was young still gets a read begun after it.
+    await new Promise((r) => setImmediate(r));
+    gates[2]!('next');
+    expect(await joined).toBe('next');
+  });
 });
