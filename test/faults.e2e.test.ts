@@ -148,7 +148,7 @@ describe('stalled documents', () => {
       return d.status === 'failed' ? d : undefined;
     }, 30_000, 200);
     expect(doc.error).toMatchObject({ class: 'exhausted' });
-    expect(doc.reason).toMatch(/stalled: no progress in extracting after 2 re-drives/);
+    expect(doc.reason).toMatch(/stalled: no progress in chunking after 2 re-drives/);
     console.log(`[faults] stalled for good (lease 1.5 s, 2 re-drives): failed as exhausted ${Date.now() - t0} ms after the add: ${doc.reason}`);
     await stack.start('chunker');
   }, 60_000);
