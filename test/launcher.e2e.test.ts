@@ -235,7 +235,9 @@ describe('./memstream up survives kill -9 of its parts', () => {
       const pid = pids.get(role);
       await waitFor(`the ${role} restarted`, async () => (pidOf(role) && pidOf(role) !== pid ? true : undefined), 30_000, 100);
       expect(lines.some((l) => l.includes('service exited: restarting') && l.includes(`"service":"${role}"`)), role).toBe(true);
-      const ms = Number(lines.map((l) => l.includes('"msg":"service restarted') && l.includes(`"service":"${role}"`) && /"ms":(\d+)/.exec(l)?.[1]).filter(Boolean).pop() ?? 0);
+      // The launcher logs "service restarted" once the new process is ready, which may be after its pid shows.
+      const restartedLine = () => lines.map((l) => l.includes('"msg":"service restarted') && l.includes(`"service":"${role}"`) && /"ms":(\d+)/.exec(l)?.[1]).filter(Boolean).pop();
+      const ms = Number(await waitFor(`the ${role}'s restart logged`, async () => restartedLine() || undefined, 30_000, 100));
       slowestRestart = Math.max(slowestRestart, ms);
       restarts.push(`${role} ${ms} ms`);
     }

@@ -68,7 +68,7 @@ export async function embeddingConfigStore(bus: Bus): Promise<EmbeddingConfigSto
   };
   return {
     read: freshReads(async () => {
-      const e = await kv.get(EMBEDDING_CONFIG_KEY);
+      const e = await bus.whileConnected(() => kv.get(EMBEDDING_CONFIG_KEY));
       if (!e || e.operation !== 'PUT') return { config: null, revision: e?.revision ?? 0 };
       return { config: parse(e.value), revision: e.revision };
     }),

@@ -125,11 +125,13 @@ export async function publishEvent(bus: Bus, event: DocumentEvent, opts: Publish
     for (const [k, v] of Object.entries(headers)) h.set(k, v);
     h.set('Memstream-Event-Type', valid.type);
     if (valid.type === 'document.submitted.v1') h.set(TASK_TYPE_HEADER, valid.data.taskType);
-    return bus.js.publish(subject, body, {
-      msgID: valid.id,
-      headers: h,
-      ...(opts.expectLastSubjectSequence !== undefined ? { expect: { lastSubjectSequence: opts.expectLastSubjectSequence } } : {}),
-    });
+    return bus.whileConnected(() =>
+      bus.js.publish(subject, body, {
+        msgID: valid.id,
+        headers: h,
+        ...(opts.expectLastSubjectSequence !== undefined ? { expect: { lastSubjectSequence: opts.expectLastSubjectSequence } } : {}),
+      }),
+    );
   });
 }
 
@@ -149,7 +151,7 @@ export async function decodeEvent(bus: Bus, body: Uint8Array): Promise<DocumentE
 export async function lastEvent(bus: Bus, documentId: string, kind: EventKind): Promise<{ event: DocumentEvent; seq: number } | null> {
   // Direct get (the stream has allow_direct): lighter on the server than the JSON API, and a
   // miss is a null rather than an error object built with a stack trace on every call.
-  const m = await bus.jsm.direct.getMessage(STREAM_DOCS, { last_by_subj: docSubject(documentId, kind) });
+  const m = await bus.whileConnected(() => bus.jsm.direct.getMessage(STREAM_DOCS, { last_by_subj: docSubject(documentId, kind) }));
   if (!m) return null;
   return { event: await decodeEvent(bus, m.data), seq: m.seq };
 }
@@ -160,7 +162,7 @@ export async function lastEvent(bus: Bus, documentId: string, kind: EventKind): 
  * fields of it on every message. Claim-checked data is fetched as decodeEvent does.
  */
 export async function lastEventPart<T extends z.ZodType>(bus: Bus, documentId: string, kind: EventKind, schema: T): Promise<{ seq: number; revision: number; data: z.infer<T> } | null> {
-  const m = await bus.jsm.direct.getMessage(STREAM_DOCS, { last_by_subj: docSubject(documentId, kind) });
+  const m = await bus.whileConnected(() => bus.jsm.direct.getMessage(STREAM_DOCS, { last_by_subj: docSubject(documentId, kind) }));
   if (!m) return null;
   const wire = WireEnvelope.parse(JSON.parse(dec.decode(m.data)));
   let data: unknown = wire.data;
@@ -177,7 +179,7 @@ export async function lastEventPart<T extends z.ZodType>(bus: Bus, documentId: s
  * the event (no validation, no claim-checked data): every runner asks it for every message.
  */
 export async function lastRevisionOf(bus: Bus, documentId: string, kind: EventKind): Promise<{ revision: number; seq: number } | null> {
-  const m = await bus.jsm.direct.getMessage(STREAM_DOCS, { last_by_subj: docSubject(documentId, kind) });
+  const m = await bus.whileConnected(() => bus.jsm.direct.getMessage(STREAM_DOCS, { last_by_subj: docSubject(documentId, kind) }));
   if (!m) return null;
   const { revision } = RevisionOnly.parse(JSON.parse(dec.decode(m.data)));
   return { revision, seq: m.seq };

@@ -52,6 +52,8 @@ export function kvReadCache<T>(
     now?: () => number;
     /** The connection was closed for good (shutdown, a test's end): the watch is not restarted. */
     closed?: () => boolean;
+    /** Read only while connected, and fail at once when the connection is lost (Bus.whileConnected) rather than after a timeout. */
+    whileConnected?: <R>(send: () => Promise<R>) => Promise<R>;
   },
 ): KvReadCache<T> {
   const ttlMs = opts.ttlMs ?? 1000;
@@ -106,7 +108,7 @@ export function kvReadCache<T>(
 
   const read = async (key: string): Promise<T> => {
     const before = epoch;
-    const e = await kv.get(key);
+    const e = await (opts.whileConnected ? opts.whileConnected(() => kv.get(key)) : kv.get(key));
     const value = opts.decode(e);
     // Kept only if nothing changed since the read was sent (else the next get reads again).
     const s = slots.get(key);

@@ -18,7 +18,7 @@ export async function kvSettings(bus: Bus, opts: { replicas?: number; cacheMs?: 
   const key = (owner: string) => Buffer.from(owner).toString('base64url');
   // Frozen: the same object is handed to every reader.
   const decode = (e: { operation: string; json<T>(): T } | null): StoredSettings => Object.freeze(e && e.operation === 'PUT' ? e.json<StoredSettings>() : {});
-  const cache = kvReadCache<StoredSettings>(kv, { decode, ...(opts.cacheMs !== undefined ? { ttlMs: opts.cacheMs } : {}), ...(opts.log ? { log: opts.log } : {}), closed: () => bus.nc.isClosed() });
+  const cache = kvReadCache<StoredSettings>(kv, { decode, ...(opts.cacheMs !== undefined ? { ttlMs: opts.cacheMs } : {}), ...(opts.log ? { log: opts.log } : {}), closed: () => bus.nc.isClosed(), whileConnected: bus.whileConnected });
   const read = async (owner: string) => {
     const e = await kv.get(key(owner));
     return { settings: decode(e), revision: e?.revision ?? 0 };

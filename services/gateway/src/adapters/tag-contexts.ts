@@ -19,6 +19,7 @@ export async function kvTagContexts(bus: Bus, opts: { replicas?: number; cacheMs
     ...(opts.cacheMs !== undefined ? { ttlMs: opts.cacheMs } : {}),
     ...(opts.log ? { log: opts.log } : {}),
     closed: () => bus.nc.isClosed(),
+    whileConnected: bus.whileConnected,
   });
   return {
     get(tag) {

@@ -1,6 +1,6 @@
 import type { ErrorRequestHandler, RequestHandler } from 'express';
 import { ZodError } from 'zod';
-import { isTransientError } from '@memstream/bus';
+import { ConnectionLostError, isTransientError } from '@memstream/bus';
 import { AppError, type Logger } from '@memstream/kit';
 import { requestLog } from './request-log.js';
 
@@ -20,6 +20,16 @@ export function errorMiddleware(log: Logger): ErrorRequestHandler {
   return (err, req, res, _next) => {
     if (err instanceof ZodError) {
       res.status(400).json({ error: 'Invalid request', details: describeZodError(err) });
+      return;
+    }
+    if (err instanceof ConnectionLostError) {
+      // Sent, and then the broker went away before answering: the one case where it may be stored.
+      requestLog(log, res).warn({ err: err.message, method: req.method, url: req.originalUrl }, 'broker connection lost during the request');
+      res.setHeader('retry-after', '1');
+      res.status(503).json({
+        error: 'Service temporarily unavailable',
+        details: 'the connection to the event log was lost while this request was in flight: it may or may not have been stored; retry shortly (with the same customId a retry cannot make a second document)',
+      });
       return;
     }
     if (err instanceof AppError) {

@@ -1,6 +1,7 @@
 import express from 'express';
 import { describe, expect, it } from 'vitest';
 import { createLogger } from '@memstream/kit';
+import { BrokerAwayError, ConnectionLostError } from '@memstream/bus';
 import { errorMiddleware } from './errors.js';
 
 /** The status and body the middleware gives an error thrown by a route. */
@@ -31,11 +32,19 @@ describe('errorMiddleware: the broker away is a 503 with Retry-After, never a 50
     ['a request timeout', named('TimeoutError', 'timeout')],
     ['a closed connection', named('ClosedConnectionError', 'closed connection')],
     ['a dropped socket', Object.assign(new Error('read ECONNRESET'), { code: 'ECONNRESET' })],
+    ['the client reconnecting (nothing was sent)', new BrokerAwayError()],
   ])('%s', async (_what, err) => {
     const r = await answer(err);
     expect(r.status).toBe(503);
     expect(r.retryAfter).toBe('1');
     expect(r.body.error).toBe('Service temporarily unavailable');
+  });
+
+  it('a request in flight when the connection dropped: 503 with Retry-After, saying it may have been stored', async () => {
+    const r = await answer(new ConnectionLostError());
+    expect(r.status).toBe(503);
+    expect(r.retryAfter).toBe('1');
+    expect(r.body).toMatchObject({ error: 'Service temporarily unavailable', details: expect.stringMatching(/may or may not have been stored/) });
   });
 
   it('a plain bug is still a 500, with a body', async () => {
