@@ -1,5 +1,5 @@
 import { Filters, LANE_HEADER, type DocumentStatus, type DocumentSubmitted, type FilterExpr, type Metadata, type RedriveStage } from '@memstream/contracts';
-import { lastEvent, publishEvent, type Bus } from '@memstream/bus';
+import { isTransientError, lastEvent, publishEvent, type Bus } from '@memstream/bus';
 import { errorMessage, newId } from '@memstream/kit';
 import type { DocumentView, DocumentViews, ListQuery } from '@memstream/views';
 import type { Progress } from './replay.js';
@@ -111,7 +111,26 @@ export interface RedriveRun {
   changed: number;
 }
 
-/** Re-drive each document in turn (a few at once), reporting progress. */
+/**
+ * One re-drive, tried again while the broker is away (a restart, a network blip: requests fail at
+ * once then, Bus.whileConnected), for up to about a minute. Trying again is safe: each attempt
+ * reads the document's latest submission first, so one that did land before the connection
+ * dropped is seen, and at worst re-driven once more.
+ */
+async function redriveRetrying(bus: Bus, documentId: string, from: RedriveStage, waits = [250, 500, 1_000, 2_000, 4_000, 8_000, 15_000, 30_000]): Promise<RedriveOutcome> {
+  for (let attempt = 0; ; attempt++) {
+    try {
+      return await redriveDocument(bus, documentId, from);
+    } catch (err) {
+      const wait = waits[attempt];
+      if (wait === undefined || !isTransientError(err)) throw err;
+      bus.log.warn({ documentId, err: errorMessage(err), retryInMs: wait }, 're-drive: the broker is away; trying again');
+      await new Promise((r) => setTimeout(r, wait));
+    }
+  }
+}
+
+/** Re-drive each document in turn (a few at once), reporting progress; the broker away for a while is waited out. */
 export async function redriveDocuments(bus: Bus, ids: string[], from: RedriveStage, progress?: Progress, concurrency = 8): Promise<RedriveRun> {
   const run: RedriveRun = { redriven: new Map(), gone: 0, changed: 0 };
   let next = 0;
@@ -119,7 +138,7 @@ export async function redriveDocuments(bus: Bus, ids: string[], from: RedriveSta
   const worker = async () => {
     while (next < ids.length) {
       const id = ids[next++]!;
-      const r = await redriveDocument(bus, id, from);
+      const r = await redriveRetrying(bus, id, from);
       if (r.outcome === 'redriven') run.redriven.set(id, r.revision);
       else if (r.outcome === 'gone') run.gone++;
       else run.changed++;
