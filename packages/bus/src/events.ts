@@ -135,23 +135,34 @@ export async function publishEvent(bus: Bus, event: DocumentEvent, opts: Publish
   });
 }
 
+/** An envelope's data: carried in it, or fetched from the Object Store by its claim check. */
+async function dataOf(bus: Bus, wire: WireEnvelope): Promise<unknown> {
+  if (!wire.claim) return wire.data;
+  const blob = await blobStore(bus).get(wire.claim.key);
+  if (!blob) throw new Error(`claim-checked data ${wire.claim.key} is missing from the object store`);
+  return JSON.parse(dec.decode(blob));
+}
+
 /** Decode a message body into a validated event, fetching claim-checked data. Throws on a malformed event. */
 export async function decodeEvent(bus: Bus, body: Uint8Array): Promise<DocumentEvent> {
   const wire = WireEnvelope.parse(JSON.parse(dec.decode(body)));
-  if (wire.claim) {
-    const data = await blobStore(bus).get(wire.claim.key);
-    if (!data) throw new Error(`claim-checked data ${wire.claim.key} is missing from the object store`);
-    const { claim: _claim, ...rest } = wire;
-    return DocumentEvent.parse({ ...rest, data: JSON.parse(dec.decode(data)) });
-  }
-  return DocumentEvent.parse(wire);
+  if (!wire.claim) return DocumentEvent.parse(wire);
+  const { claim: _claim, ...rest } = wire;
+  return DocumentEvent.parse({ ...rest, data: await dataOf(bus, wire) });
+}
+
+/**
+ * A document's last message of one kind on the log. A direct get (the stream has allow_direct):
+ * lighter on the server than the JSON API, and a miss is a null rather than an error object built
+ * with a stack trace on every call.
+ */
+function lastMessage(bus: Bus, documentId: string, kind: EventKind) {
+  return bus.whileConnected(() => bus.jsm.direct.getMessage(STREAM_DOCS, { last_by_subj: docSubject(documentId, kind) }));
 }
 
 /** The last event of one kind for a document (a direct read of the stream), with its stream sequence. */
 export async function lastEvent(bus: Bus, documentId: string, kind: EventKind): Promise<{ event: DocumentEvent; seq: number } | null> {
-  // Direct get (the stream has allow_direct): lighter on the server than the JSON API, and a
-  // miss is a null rather than an error object built with a stack trace on every call.
-  const m = await bus.whileConnected(() => bus.jsm.direct.getMessage(STREAM_DOCS, { last_by_subj: docSubject(documentId, kind) }));
+  const m = await lastMessage(bus, documentId, kind);
   if (!m) return null;
   return { event: await decodeEvent(bus, m.data), seq: m.seq };
 }
@@ -162,16 +173,10 @@ export async function lastEvent(bus: Bus, documentId: string, kind: EventKind): 
  * fields of it on every message. Claim-checked data is fetched as decodeEvent does.
  */
 export async function lastEventPart<T extends z.ZodType>(bus: Bus, documentId: string, kind: EventKind, schema: T): Promise<{ seq: number; revision: number; data: z.infer<T> } | null> {
-  const m = await bus.whileConnected(() => bus.jsm.direct.getMessage(STREAM_DOCS, { last_by_subj: docSubject(documentId, kind) }));
+  const m = await lastMessage(bus, documentId, kind);
   if (!m) return null;
   const wire = WireEnvelope.parse(JSON.parse(dec.decode(m.data)));
-  let data: unknown = wire.data;
-  if (wire.claim) {
-    const blob = await blobStore(bus).get(wire.claim.key);
-    if (!blob) throw new Error(`claim-checked data ${wire.claim.key} is missing from the object store`);
-    data = JSON.parse(dec.decode(blob));
-  }
-  return { seq: m.seq, revision: wire.revision, data: schema.parse(data) };
+  return { seq: m.seq, revision: wire.revision, data: schema.parse(await dataOf(bus, wire)) };
 }
 
 /**
@@ -179,7 +184,7 @@ export async function lastEventPart<T extends z.ZodType>(bus: Bus, documentId: s
  * the event (no validation, no claim-checked data): every runner asks it for every message.
  */
 export async function lastRevisionOf(bus: Bus, documentId: string, kind: EventKind): Promise<{ revision: number; seq: number } | null> {
-  const m = await bus.whileConnected(() => bus.jsm.direct.getMessage(STREAM_DOCS, { last_by_subj: docSubject(documentId, kind) }));
+  const m = await lastMessage(bus, documentId, kind);
   if (!m) return null;
   const { revision } = RevisionOnly.parse(JSON.parse(dec.decode(m.data)));
   return { revision, seq: m.seq };

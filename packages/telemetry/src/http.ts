@@ -1,8 +1,7 @@
-import { randomHex } from '@memstream/kit';
 import type { IncomingMessage, ServerResponse } from 'node:http';
-import { ROOT_CONTEXT, SpanKind, SpanStatusCode, TraceFlags, context, propagation, trace, type Context, type SpanContext } from '@opentelemetry/api';
+import { ROOT_CONTEXT, SpanKind, SpanStatusCode, context, propagation, trace, type Context } from '@opentelemetry/api';
 import { httpDuration, scrape } from './metrics.js';
-import { formatTraceparent, requestSpanContext, spansRecorded, tracer } from './tracing.js';
+import { continuedSpanContext, formatTraceparent, requestSpanContext, spansRecorded, tracer } from './tracing.js';
 import { telemetryConfigFrom } from './config.js';
 
 /** What the middleware reads of an Express request and response (structural: no Express dependency here). */
@@ -12,19 +11,6 @@ type Next = (err?: unknown) => void;
 
 /** Probes and scrapes: measured, but not traced (they would bury the document traces). */
 const UNTRACED = new Set(['/healthz', '/readyz', '/metrics']);
-
-const TRACEPARENT = /^00-([\da-f]{32})-([\da-f]{16})-[\da-f]{2}$/;
-const ZEROS = /^0+$/;
-
-/**
- * The span context of a request when spans are not recorded: the trace of the request's valid
- * traceparent, or a new one, and a new span id. The same ids a recorded span would have.
- */
-export function leanSpanContext(incoming: string | undefined): SpanContext {
-  const m = incoming ? TRACEPARENT.exec(incoming) : null;
-  const traceId = m && !ZEROS.test(m[1]!) && !ZEROS.test(m[2]!) ? m[1]! : randomHex(16);
-  return { traceId, spanId: randomHex(8), traceFlags: TraceFlags.SAMPLED };
-}
 
 /**
  * First middleware of the gateway: a server span per request, continued from the request's
@@ -65,7 +51,7 @@ function lean(req: Req, res: Res, next: Next): void {
   res.once('close', () => observe(req, routeOf(req), res.statusCode, t0));
   if (UNTRACED.has(pathOf(req))) return next();
   const tp = req.headers.traceparent;
-  const sc = leanSpanContext(typeof tp === 'string' ? tp : undefined);
+  const sc = continuedSpanContext(typeof tp === 'string' ? tp : undefined);
   res.locals.traceparent = formatTraceparent(sc);
   res.locals[TRACE_FIELDS] = { traceId: sc.traceId, spanId: sc.spanId };
   res.setHeader('x-trace-id', sc.traceId);

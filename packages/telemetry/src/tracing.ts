@@ -266,7 +266,14 @@ const TRACEPARENT = /^00-([\da-f]{32})-([\da-f]{16})-([\da-f]{2})$/;
  */
 export function requestSpanContext(span: Span, incoming: string | undefined): SpanContext {
   const c = span.spanContext();
-  if (isSpanContextValid(c)) return c;
+  return isSpanContextValid(c) ? c : continuedSpanContext(incoming);
+}
+
+/**
+ * A request's span context without a span (none recorded, or the SDK disabled): the trace of its
+ * valid traceparent, or a new one, and a new span id; the ids a recorded span would have.
+ */
+export function continuedSpanContext(incoming: string | undefined): SpanContext {
   const m = incoming ? TRACEPARENT.exec(incoming) : null;
   if (m && !/^0+$/.test(m[1]!) && !/^0+$/.test(m[2]!)) return { traceId: m[1]!, spanId: randomHex(8), traceFlags: TraceFlags.SAMPLED };
   return { traceId: randomHex(16), spanId: randomHex(8), traceFlags: TraceFlags.SAMPLED };
