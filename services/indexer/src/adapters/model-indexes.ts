@@ -10,11 +10,10 @@ import { PermanentError } from '@memstream/kit';
  */
 export async function modelIndexes(bus: Bus, indexes: ChunkIndexSet) {
   const store = await embeddingConfigStore(bus);
-  // store.read() shares concurrent reads (freshReads): a batch's documents cost two KV reads, not one each.
-  const read = () => store.read();
   return {
     async indexFor(model: string, dim: number): Promise<ChunkIndex> {
-      const { config } = await read();
+      // store.read() shares concurrent reads (freshReads): a batch's documents cost two KV reads, not one each.
+      const { config } = await store.read();
       if (!config) return indexes.get(DEFAULT_INDEX);
       const refs = embeddingRefs(config);
       // A model recorded without settings is "the environment's": its name was read by the CLI
@@ -28,7 +27,7 @@ export async function modelIndexes(bus: Bus, indexes: ChunkIndexSet) {
       return indexes.get(ref.index);
     },
     async liveIndexes(): Promise<ChunkIndex[]> {
-      const { config } = await read();
+      const { config } = await store.read();
       const names = config ? [...new Set(embeddingRefs(config).map((r) => r.index))] : [DEFAULT_INDEX];
       return Promise.all(names.map((n) => indexes.get(n)));
     },
