@@ -190,6 +190,33 @@ describe('SqliteChunkIndex across processes sharing one file', () => {
   }, 120_000);
 });
 
+describe('SqliteChunkIndex keyword entries of a batch', () => {
+  it('a batch naming one document twice: the chunks the second version deleted leave no words behind for a later row', async () => {
+    // Keyword entries are written after the batch's other statements (addTerms): a chunk the
+    // second version deleted must not get one, or the rowid, given out again, carries its words.
+    const h = tempIndex();
+    try {
+      const doc = (documentId: string, revision: number, texts: string[]): ReplaceDocumentInput => ({
+        documentId,
+        revision,
+        model: 'm',
+        dim: 4,
+        containerTags: [],
+        metadata: {},
+        chunks: texts.map((text, index) => ({ index, hash: createHash('sha256').update(text).digest('hex'), text, vector: unit(revision * 10 + index, 4) })),
+      });
+      await h.index.replaceDocuments([doc('d1', 1, ['apple one', 'cherry two']), doc('d1', 2, ['banana three'])]);
+      await h.index.replaceDocument(doc('d2', 1, ['plain four']));
+      expect(await h.index.search({ mode: 'keyword', text: 'cherry', limit: 5 })).toEqual([]);
+      expect(await h.index.search({ mode: 'keyword', text: 'apple', limit: 5 })).toEqual([]);
+      expect((await h.index.search({ mode: 'keyword', text: 'plain', limit: 5 })).map((x) => x.text)).toEqual(['plain four']);
+      expect((await h.index.search({ mode: 'keyword', text: 'banana', limit: 5 })).map((x) => x.text)).toEqual(['banana three']);
+    } finally {
+      await h.cleanup();
+    }
+  });
+});
+
 describe('SqliteChunkIndex keyword postings', () => {
   it('give FTS5\'s BM25 ranking and scores, through interleaved writes by another connection, with and without tags', async () => {
     // A reader scoring from the postings (caught up from the change log), and one asking FTS5 for

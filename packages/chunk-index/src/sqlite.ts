@@ -147,11 +147,8 @@ function analysed(text: string): { terms: string; bigrams: string } {
   return lastAnalysed;
 }
 
-/** A chunk row a batch inserted, whose keyword index entry addTerms writes. */
-interface AddedChunk {
-  rowid: number;
-  text: string;
-}
+/** The chunk rows a batch inserted and kept (rowid → text), whose keyword index entries addTerms writes. */
+type AddedChunks = Map<number, string>;
 
 /** Changes kept in chunk_changes; a reader further behind than this reads every vector again. */
 const CHANGES_KEPT = 100_000;
@@ -551,7 +548,7 @@ export class SqliteChunkIndex implements ChunkIndex {
     this.assertOpen();
     for (const input of inputs) validateReplace(input);
     const run = this.db.transaction(() => {
-      const added: AddedChunk[] = [];
+      const added: AddedChunks = new Map();
       const results = inputs.map((input) => this.replaceNow(input, added));
       this.addTerms(added);
       return results;
@@ -567,9 +564,10 @@ export class SqliteChunkIndex implements ChunkIndex {
 
   /**
    * One document's replacement, inside the caller's transaction. The rowid and text of each chunk
-   * it inserts are pushed to `added`, for addTerms.
+   * it inserts are put in `added`, for addTerms; a chunk it deletes leaves it (a batch naming one
+   * document twice deletes what its first pass added, and SQLite may give that rowid out again).
    */
-  private replaceNow(input: ReplaceDocumentInput, added: AddedChunk[]): { upserted: number; removed: number; stale: boolean } {
+  private replaceNow(input: ReplaceDocumentInput, added: AddedChunks): { upserted: number; removed: number; stale: boolean } {
     const s = this.stmts;
     const current = s.getDoc.get(input.documentId);
     if (current && current.revision > input.revision) return { upserted: 0, removed: 0, stale: true };
@@ -583,6 +581,7 @@ export class SqliteChunkIndex implements ChunkIndex {
         kept.add(row.idx);
       } else {
         s.deleteChunk.run(row.rowid);
+        added.delete(row.rowid);
         removed++;
       }
     }
@@ -590,7 +589,7 @@ export class SqliteChunkIndex implements ChunkIndex {
     for (const c of input.chunks) {
       if (kept.has(c.index)) continue;
       const { lastInsertRowid } = s.insertChunk.run(input.documentId, c.index, c.hash, c.text, input.model, input.dim, vectorBlob(c.vector));
-      added.push({ rowid: Number(lastInsertRowid), text: c.text });
+      added.set(Number(lastInsertRowid), c.text);
       upserted++;
     }
     s.upsertDoc.run(
@@ -612,10 +611,9 @@ export class SqliteChunkIndex implements ChunkIndex {
    * are, makes FTS5 write out what it holds), one single-row insert each (which does not), in rowid
    * order (FTS5 also writes out when a rowid goes backwards).
    */
-  private addTerms(added: AddedChunk[]): void {
-    added.sort((a, b) => a.rowid - b.rowid);
-    for (const { rowid, text } of added) {
-      const a = analysed(text);
+  private addTerms(added: AddedChunks): void {
+    for (const rowid of [...added.keys()].sort((a, b) => a - b)) {
+      const a = analysed(added.get(rowid)!);
       this.stmts.insertTerms.run(rowid, a.terms, a.bigrams);
     }
   }
