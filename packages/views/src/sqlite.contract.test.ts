@@ -52,6 +52,17 @@ describe('SqliteDocumentViews: the file', () => {
     await reopened.close();
   });
 
+  it('a view with a long content (not kept in memory) moves on through writes like any other', async () => {
+    const views = SqliteDocumentViews.open(join(dir, 'views.sqlite'));
+    const content = 'a long extracted text. '.repeat(10_000);
+    await views.put(view('big', { content }), 0);
+    expect(await views.put(view('big', { content, status: 'chunking', version: 1 }), 1)).toBe(true);
+    expect(await views.put(view('big', { content, status: 'done', chunkCount: 3, version: 2 }), 2)).toBe(true);
+    expect(await views.put(view('big', { content, status: 'queued', version: 1 }), 1)).toBe(false);
+    expect(await views.get('big')).toMatchObject({ status: 'done', chunkCount: 3, version: 3, content });
+    await views.close();
+  });
+
   it('opens a schema 1 file: each content moves out of the body, every view reads as before', async () => {
     const path = join(dir, 'views.sqlite');
     const db = new Database(path);

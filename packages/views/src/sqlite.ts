@@ -9,6 +9,8 @@ const SCHEMA_VERSION = 2;
 const PAGE_SIZE = 100;
 /** Views kept in memory by the writer (see `cache`): the documents in flight, a few KB each. */
 const CACHE_MAX = 4096;
+/** A view whose content is longer than this is not kept (4096 extracted 50 MB uploads would not fit in memory): it is read again. */
+const CACHE_MAX_CONTENT = 64 * 1024;
 
 /** The record fields that live in the `body` JSON column rather than in their own column (content has its own table). */
 type Body = Pick<
@@ -157,7 +159,7 @@ export class SqliteDocumentViews implements DocumentViews {
     const row = this.getStmt.get(id);
     if (!row) return null;
     const view = fromRow(row);
-    this.remember(id, { view: copyOf(view, view.version), fields: [row.custom_id, row.status, row.created_at, row.updated_at, row.revision, row.container_tags, row.metadata, row.body] });
+    this.remember(id, { view: copyOf(view, view.version), fields: FIELD_COLUMNS.map((c) => row[c]) });
     return view;
   }
 
@@ -242,6 +244,7 @@ export class SqliteDocumentViews implements DocumentViews {
 
   private remember(id: string, cached: Cached): void {
     this.cache.delete(id);
+    if ((cached.view.content?.length ?? 0) > CACHE_MAX_CONTENT) return;
     this.cache.set(id, cached);
     if (this.cache.size > CACHE_MAX) this.cache.delete(this.cache.keys().next().value!);
   }
