@@ -21,20 +21,14 @@ export function tokenize(text: string): string[] {
 /** English function words: queries drop them (see @memstream/contracts' STOPWORDS). */
 export { STOPWORDS };
 
-const STEMS = new Map<string, string>();
-const STEM_CACHE_MAX = 200_000;
+const WORD_CACHE_MAX = 200_000;
 
 /**
- * The Porter2 stem of a lower-case word, memoised (a corpus has far fewer distinct words than
- * words). Words with digits or non-Latin letters are kept as they are: the stemmer is English.
+ * The Porter2 stem of a lower-case word. Words with digits or non-Latin letters are kept as they
+ * are: the stemmer is English. (Texts are analysed through analyseWord, which memoises it.)
  */
 export function stem(word: string): string {
-  let s = STEMS.get(word);
-  if (s !== undefined) return s;
-  s = /^[a-z]+$/.test(word) ? stemWord(word) || word : word;
-  if (STEMS.size >= STEM_CACHE_MAX) STEMS.clear();
-  STEMS.set(word, s);
-  return s;
+  return /^[a-z]+$/.test(word) ? stemWord(word) || word : word;
 }
 
 /** Diacritics folded (é → e), as FTS5's `remove_diacritics 2`. */
@@ -50,13 +44,13 @@ interface Word {
 
 const WORDS = new Map<string, Word>();
 
-/** The analysed form of a lower-case token, memoised as the stems are (one look-up per word of a text). */
+/** The analysed form of a lower-case token, memoised (a corpus has far fewer distinct words than words: one look-up per word of a text). */
 function analyseWord(token: string): Word {
   let w = WORDS.get(token);
   if (w === undefined) {
     const f = fold(token);
     w = { term: stem(f), stop: STOPWORDS.has(f) };
-    if (WORDS.size >= STEM_CACHE_MAX) WORDS.clear();
+    if (WORDS.size >= WORD_CACHE_MAX) WORDS.clear();
     WORDS.set(token, w);
   }
   return w;

@@ -208,27 +208,21 @@ function countRange(text: string, start: number, end: number, memo: Memo | null)
     }
     const e = asciiPieceEnd(text, p, end);
     if (e > p) {
-      if (e - p > MAX_PIECE_LENGTH) {
-        for (const run of runsOf(text.slice(p, e), MAX_PIECE_LENGTH)) count += pieceIds(c, run).length;
-      } else {
-        const tokens = pieceIds(c, text.slice(p, e)).length;
-        count += tokens;
-        // reach < end: the decision saw no end of range, so it holds in any range that covers what it read.
-        // (A line break's pre-token can be short while the spaces read after it are not: such a
-        // reach does not fit the memo's 16 bits, and the decision is not kept.)
-        if (memo !== null && reach < end && reach - p <= 0xffff) {
-          memo.length[p] = e - p;
-          memo.tokens[p] = tokens;
-          memo.reach[p] = reach - p;
-        }
+      const tokens = pieceCount(c, text, p, e);
+      count += tokens;
+      // reach < end: the decision saw no end of range, so it holds in any range that covers what it read.
+      // (A line break's pre-token can be short while the spaces read after it are not: such a
+      // reach does not fit the memo's 16 bits, and the decision is not kept.)
+      if (memo !== null && e - p <= MAX_PIECE_LENGTH && reach < end && reach - p <= 0xffff) {
+        memo.length[p] = e - p;
+        memo.tokens[p] = tokens;
+        memo.reach[p] = reach - p;
       }
       p = e;
     } else {
       // The pattern decides, on the range alone: it may look ahead past the pre-token.
-      const rest = end === text.length ? text : text.slice(0, end);
-      const q = patternEnd(c, rest, p);
-      if (q - p <= MAX_PIECE_LENGTH) count += pieceIds(c, text.slice(p, q)).length;
-      else for (const run of runsOf(text.slice(p, q), MAX_PIECE_LENGTH)) count += pieceIds(c, run).length;
+      const q = patternEnd(c, end === text.length ? text : text.slice(0, end), p);
+      count += pieceCount(c, text, p, q);
       p = q;
     }
   }
@@ -245,9 +239,8 @@ function countJoined(joined: string, headLength: number, text: string, start: nu
   let count = 0;
   let p = 0;
   while (p < headLength) {
-    const e = pieceEnd(c, joined, p, joined.length);
-    if (e - p <= MAX_PIECE_LENGTH) count += pieceIds(c, joined.slice(p, e)).length;
-    else for (const run of runsOf(joined.slice(p, e), MAX_PIECE_LENGTH)) count += pieceIds(c, run).length;
+    const e = pieceEnd(c, joined, p);
+    count += pieceCount(c, joined, p, e);
     p = e;
   }
   // From here on `joined` is the source's text from the same character to `end`.
@@ -258,13 +251,25 @@ function countJoined(joined: string, headLength: number, text: string, start: nu
 function encode(text: string): number[] {
   const c = getCodec();
   const out: number[] = [];
-  for (let p = 0, n = text.length; p < n; ) {
-    const e = pieceEnd(c, text, p, n);
-    if (e - p <= MAX_PIECE_LENGTH) for (const id of pieceIds(c, text.slice(p, e))) out.push(id);
-    else for (const run of runsOf(text.slice(p, e), MAX_PIECE_LENGTH)) for (const id of pieceIds(c, run)) out.push(id);
+  for (let p = 0; p < text.length; ) {
+    const e = pieceEnd(c, text, p);
+    for (const run of pieceRuns(text, p, e)) for (const id of pieceIds(c, run)) out.push(id);
     p = e;
   }
   return out;
+}
+
+/** The pre-token text[p, e) as js-tiktoken encodes it: whole, or a long one cut into runs. */
+function pieceRuns(text: string, p: number, e: number): Iterable<string> {
+  return e - p <= MAX_PIECE_LENGTH ? [text.slice(p, e)] : runsOf(text.slice(p, e), MAX_PIECE_LENGTH);
+}
+
+/** How many tokens the pre-token text[p, e) is. */
+function pieceCount(c: Codec, text: string, p: number, e: number): number {
+  if (e - p <= MAX_PIECE_LENGTH) return pieceIds(c, text.slice(p, e)).length;
+  let n = 0;
+  for (const run of runsOf(text.slice(p, e), MAX_PIECE_LENGTH)) n += pieceIds(c, run).length;
+  return n;
 }
 
 /** The token ids of one pre-token, from the cache when it is short. */
@@ -288,9 +293,9 @@ function pieceIds(c: Codec, s: string): number[] {
  * the same end by scanning, at a fraction of the regex engine's cost per match. Wherever the
  * answer would depend on a non-ASCII character it declines, and the pattern itself decides.
  */
-function pieceEnd(c: Codec, text: string, p: number, n: number): number {
-  const e = asciiPieceEnd(text, p, n);
-  return e > p ? e : patternEnd(c, n === text.length ? text : text.slice(0, n), p);
+function pieceEnd(c: Codec, text: string, p: number): number {
+  const e = asciiPieceEnd(text, p, text.length);
+  return e > p ? e : patternEnd(c, text, p);
 }
 
 /** The end of the pattern's match at `p` in `text` (whole: the pattern may look ahead to its end). */
