@@ -41,9 +41,11 @@ export interface StaticModelHeader {
 }
 
 /** FNV-1a over a word's UTF-16 code units: the hash of the vocabulary table (build and lookup agree). */
+const FNV_OFFSET = 0x811c9dc5;
+const fnvStep = (h: number, unit: number): number => Math.imul(h ^ unit, 0x01000193);
 function wordHash(word: string): number {
-  let h = 0x811c9dc5;
-  for (let i = 0; i < word.length; i++) h = Math.imul(h ^ word.charCodeAt(i), 0x01000193);
+  let h = FNV_OFFSET;
+  for (let i = 0; i < word.length; i++) h = fnvStep(h, word.charCodeAt(i));
   return h >>> 0;
 }
 
@@ -106,13 +108,14 @@ export class Vocabulary {
         continue;
       }
       let j = i;
-      let h = 0x811c9dc5;
+      // wordHash, computed as the word is scanned.
+      let h = FNV_OFFSET;
       let ascii = true;
       for (; j < n; j++) {
         const ch = s.charCodeAt(j);
         if (ch >= 0x80) ascii = false;
         else if (!isAsciiWordChar(ch)) break;
-        else h = Math.imul(h ^ ch, 0x01000193);
+        else h = fnvStep(h, ch);
       }
       if (ascii) {
         const row = this.rowOf(s, i, j, h >>> 0);
