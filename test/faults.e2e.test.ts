@@ -58,9 +58,11 @@ describe('faults: broker restart and a lost replica', () => {
           restarted = true;
           void stack.nats.restart();
         }
-        // A client retries what the gateway refused (the SDK does for 5xx); an accepted document is never sent twice.
+        // A client retries what the gateway refused (the SDK does for 5xx), with the document's
+        // customId: a request in flight when the broker went away is refused though it may have
+        // been stored (its 503 says so), and the retry must land on the same document.
         for (let attempt = 0; ; attempt++) {
-          const r = await client.add(text(tag, i), { containerTag: tag }).catch(() => ({ status: 599, body: null }));
+          const r = await client.add(text(tag, i), { containerTag: tag, customId: `${tag}-${i}` }).catch(() => ({ status: 599, body: null }));
           if (r.status === 200) {
             ids.push(r.body.id);
             break;
