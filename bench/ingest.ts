@@ -12,7 +12,7 @@
  * flight). Figures, not assertions.
  */
 import { makeDoc } from './bench-docs.js';
-import { cpuMs } from './proc-cpu.js';
+import { cpuMs, writeSyscalls } from './proc-cpu.js';
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir, cpus, totalmem } from 'node:os';
@@ -151,11 +151,14 @@ async function main(): Promise<void> {
       return by;
     };
     const cpuOf = () => ({ ...Object.fromEntries(procs.map((p) => [p.name, cpuMs(p.child.pid)])), 'nats-server': cpuMs(nats.pid()) }) as Record<string, number>;
+    /** Socket writes are the clients' largest single cost after their own work: each is a system call, and a segment nats-server reads. */
+    const writesOf = () => ({ ...Object.fromEntries(procs.map((p) => [p.name, writeSyscalls(p.child.pid)])), 'nats-server': writeSyscalls(nats.pid()) }) as Record<string, number>;
 
     /** One phase: n documents of one taskType, started once the phase before has finished. */
     const phase = async (taskType: 'superrag' | 'memory', n: number, finishedBefore: number) => {
       const ids: string[] = [];
       const cpu0 = cpuOf();
+      const writes0 = writesOf();
       const msgs0 = await varz();
       const conns0 = await connz();
       let next = 0;
@@ -195,6 +198,7 @@ async function main(): Promise<void> {
         memorizedSecs = (performance.now() - t0) / 1000;
       }
       const cpu1 = cpuOf();
+      const writes1 = writesOf();
       const msgs1 = await varz();
       const conns1 = await connz();
       const cpuMsPerDoc = Object.fromEntries(Object.keys(cpu0).map((k) => [k, +((cpu1[k]! - cpu0[k]!) / n).toFixed(2)]));
@@ -210,6 +214,7 @@ async function main(): Promise<void> {
         ...(memorizedSecs !== null ? { memorizedDocsPerSec: Math.round(n / memorizedSecs), timeToMemorizedMs: { p50: Math.round(pct(mem, 50)), p99: Math.round(pct(mem, 99)) } } : {}),
         cpuMsPerDoc,
         cpuMsPerDocTotal: +Object.values(cpuMsPerDoc).reduce((a, b) => a + b, 0).toFixed(2),
+        writeSyscallsPerDoc: Object.fromEntries(Object.keys(writes0).map((k) => [k, +((writes1[k]! - writes0[k]!) / n).toFixed(1)])),
         natsMessagesPerDoc: { in: +((msgs1.in - msgs0.in) / n).toFixed(1), out: +((msgs1.out - msgs0.out) / n).toFixed(1) },
         natsMessagesPerDocByConnection: Object.fromEntries(
           Object.entries(conns1)
@@ -220,7 +225,8 @@ async function main(): Promise<void> {
     };
     // superrag first (no memorizer work), then memory: the difference is the memorizer's cost.
     const withoutMemory = await phase('superrag', N, 0);
-    const withMemory = await phase('memory', NM, N);
+    // `--memory-docs 0`: the pipeline alone, no memory phase.
+    const withMemory = NM > 0 ? await phase('memory', NM, N) : null;
     const counts = await views.countByStatus();
     await views.close();
     sub.unsubscribe();
@@ -254,7 +260,7 @@ async function main(): Promise<void> {
         [
           `memstream ingest bench — ${result.machine}`,
           `  documents                    ${N} (superrag) and ${NM} (memory) × 2 KB text, ${C} concurrent clients, layout ${values.layout}${values.layout === 'one-process' ? '' : `, workers at nice ${result.workerNice}${process.env.MEMSTREAM_TSX === '1' ? ', through tsx' : ''}`}`,
-          ...[withoutMemory, withMemory].flatMap((ph) => [
+          ...[withoutMemory, ...(withMemory ? [withMemory] : [])].flatMap((ph) => [
             `  taskType ${ph.taskType}${ph.taskType === 'memory' ? ' (the memorizer runs too)' : ' (no memories)'}`,
             `    add throughput             ${ph.addRequestsPerSec} requests/s`,
             `    end-to-end to done         ${ph.endToEndDocsPerSec} documents/s`,
@@ -263,6 +269,10 @@ async function main(): Promise<void> {
               ? [`    end-to-end to memorized    ${ph.memorizedDocsPerSec} documents/s`, `    time to memorized          p50 ${ph.timeToMemorizedMs.p50} ms, p99 ${ph.timeToMemorizedMs.p99} ms`]
               : []),
             `    CPU ms per document        ${ph.cpuMsPerDocTotal} in all: ${Object.entries(ph.cpuMsPerDoc)
+              .sort((a, b) => b[1] - a[1])
+              .map(([k, v]) => `${k} ${v}`)
+              .join(', ')}`,
+            `    write system calls per doc ${+Object.values(ph.writeSyscallsPerDoc).reduce((a, b) => a + b, 0).toFixed(1)} in all: ${Object.entries(ph.writeSyscallsPerDoc)
               .sort((a, b) => b[1] - a[1])
               .map(([k, v]) => `${k} ${v}`)
               .join(', ')}`,

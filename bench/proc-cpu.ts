@@ -22,3 +22,14 @@ export function cpuMs(pid: number | undefined): number {
     return NaN;
   }
 }
+
+/** Write system calls (`syscw` of /proc/<pid>/io) a process has made so far; NaN when it cannot be read. */
+export function writeSyscalls(pid: number | undefined): number {
+  if (!pid) return NaN;
+  try {
+    const m = /^syscw: (\d+)$/m.exec(readFileSync(`/proc/${pid}/io`, 'utf8'));
+    return m ? Number(m[1]) : NaN;
+  } catch {
+    return NaN;
+  }
+}
