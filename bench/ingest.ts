@@ -24,18 +24,20 @@ import { createLogger } from '@memstream/kit';
 import { SqliteDocumentViews } from '@memstream/views';
 import { commandArgs } from '@memstream/cli';
 
-const USAGE = `usage: ./memstream bench [ingest] [--docs 1000] [--memory-docs N (default: --docs)] [--concurrency 16] [--layout processes|one-process] [--worker-nice N] [--json]
+const USAGE = `usage: ./memstream bench [ingest] [--docs 1000] [--memory-docs N (default: --docs)] [--concurrency 16] [--warmup 0] [--layout processes|one-process] [--worker-nice N] [--json]
 
 N documents of about 2 KB through a private memstream: add throughput, end-to-end documents/s, time to done, and the raw JetStream publish ceiling.
 The services run as ./memstream up runs them: one process per service from the compiled bundles, the workers at nice
 --worker-nice (default ${DEFAULT_WORKER_NICE}); MEMSTREAM_TSX=1 runs them through tsx. --layout one-process puts every worker in one
-process (through tsx), the gateway apart.`;
+process (through tsx), the gateway apart. --warmup N first sends N other documents (another tag) and waits for them, unmeasured:
+the figures are then the running system's rather than the first documents' after a start (docs/pipeline.md, "Measured").`;
 const { values } = commandArgs('bench', USAGE, {
   options: {
     docs: { type: 'string', default: '1000' },
     concurrency: { type: 'string', default: '16' },
     json: { type: 'boolean', default: false },
     'memory-docs': { type: 'string' },
+    warmup: { type: 'string', default: '0' },
     // processes: one process per service, as `./memstream up` runs them; one-process: every worker in one Node process (bench/workers-in-one-process.ts), the gateway apart.
     layout: { type: 'string', default: 'processes' },
     'worker-nice': { type: 'string', default: String(DEFAULT_WORKER_NICE) },
@@ -46,6 +48,13 @@ const C = Number(values.concurrency);
 // The memorizer resolves one tag serially, and the bench puts every memory document in one tag: its phase can be
 // sized on its own so a large superrag run does not wait on it.
 const NM = Number(values['memory-docs'] ?? values.docs);
+const W = Number(values.warmup);
+for (const [flag, v] of [['--docs', N], ['--concurrency', C], ['--memory-docs', NM], ['--warmup', W]] as const) {
+  if (!Number.isInteger(v) || v < 0 || (flag === '--concurrency' && v < 1)) {
+    process.stderr.write(`bench: ${flag} must be a whole number${flag === '--concurrency' ? ' of at least 1' : ''}\n${USAGE}\n`);
+    process.exit(2);
+  }
+}
 
 /** Every worker in one Node process (bench/workers-in-one-process.ts), resolved once each has logged `ready`. */
 function spawnWorkersInOneProcess(env: Record<string, string>): Promise<ServiceProcess> {
@@ -84,7 +93,8 @@ async function main(): Promise<void> {
   const apiKey = 'ms_bench_' + 'x'.repeat(20);
   const env = { NATS_URL: nats.url, MEMSTREAM_DATA_DIR: dir, MEMSTREAM_API_KEY: apiKey, MEMSTREAM_PORT: '0', LOG_LEVEL: 'warn' };
   const procs: ServiceProcess[] = [];
-  const docs = Array.from({ length: Math.max(N, NM) }, (_, i) => makeDoc(i));
+  // The warm-up's documents come after the measured ones: distinct texts, the measured ones the same with or without it.
+  const docs = Array.from({ length: Math.max(N, NM) + W }, (_, i) => makeDoc(i));
   try {
     // Ceiling: the same payloads published straight to a JetStream file stream on this broker.
     const bus = await connectBus({ url: nats.url, name: 'bench', log });
@@ -154,8 +164,8 @@ async function main(): Promise<void> {
     /** Socket writes are the clients' largest single cost after their own work: each is a system call, and a segment nats-server reads. */
     const writesOf = () => ({ ...Object.fromEntries(procs.map((p) => [p.name, writeSyscalls(p.child.pid)])), 'nats-server': writeSyscalls(nats.pid()) }) as Record<string, number>;
 
-    /** One phase: n documents of one taskType, started once the phase before has finished. */
-    const phase = async (taskType: 'superrag' | 'memory', n: number, finishedBefore: number) => {
+    /** One phase: n documents of one taskType (docs[first] on, in tag `tag`), started once the phase before has finished. */
+    const phase = async (taskType: 'superrag' | 'memory', n: number, finishedBefore: number, first = 0, tag = `bench-${taskType}`) => {
       const ids: string[] = [];
       const cpu0 = cpuOf();
       const writes0 = writesOf();
@@ -170,7 +180,7 @@ async function main(): Promise<void> {
           const res = await fetch(`${url}/v3/documents`, {
             method: 'POST',
             headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
-            body: JSON.stringify({ content: docs[i], containerTag: `bench-${taskType}`, taskType }),
+            body: JSON.stringify({ content: docs[first + i], containerTag: tag, taskType }),
           });
           if (res.status !== 200) throw new Error(`add answered ${res.status}: ${await res.text()}`);
           const { id } = (await res.json()) as { id: string };
@@ -224,9 +234,10 @@ async function main(): Promise<void> {
       };
     };
     // superrag first (no memorizer work), then memory: the difference is the memorizer's cost.
-    const withoutMemory = await phase('superrag', N, 0);
+    const warmup = W > 0 ? await phase('superrag', W, 0, Math.max(N, NM), 'bench-warmup') : null;
+    const withoutMemory = await phase('superrag', N, W);
     // `--memory-docs 0`: the pipeline alone, no memory phase.
-    const withMemory = NM > 0 ? await phase('memory', NM, N) : null;
+    const withMemory = NM > 0 ? await phase('memory', NM, W + N) : null;
     const counts = await views.countByStatus();
     await views.close();
     sub.unsubscribe();
@@ -236,6 +247,7 @@ async function main(): Promise<void> {
     const result = {
       machine: `${cpus().length} × ${cpus()[0]?.model ?? 'cpu'}, ${Math.round(totalmem() / 2 ** 30)} GiB, Node ${process.versions.node}, nats-server ${nats.version}`,
       docs: N,
+      warmup: warmup && { docs: W, endToEndDocsPerSec: warmup.endToEndDocsPerSec, cpuMsPerDocTotal: warmup.cpuMsPerDocTotal },
       concurrency: C,
       layout: values.layout,
       workerNice: values.layout === 'one-process' ? 0 : Number(values['worker-nice']),
@@ -260,6 +272,7 @@ async function main(): Promise<void> {
         [
           `memstream ingest bench — ${result.machine}`,
           `  documents                    ${N} (superrag) and ${NM} (memory) × 2 KB text, ${C} concurrent clients, layout ${values.layout}${values.layout === 'one-process' ? '' : `, workers at nice ${result.workerNice}${process.env.MEMSTREAM_TSX === '1' ? ', through tsx' : ''}`}`,
+          ...(warmup ? [`  warm-up, not measured        ${W} other documents first: ${warmup.endToEndDocsPerSec} documents/s end to end, ${warmup.cpuMsPerDocTotal} CPU-ms per document`] : []),
           ...[withoutMemory, ...(withMemory ? [withMemory] : [])].flatMap((ph) => [
             `  taskType ${ph.taskType}${ph.taskType === 'memory' ? ' (the memorizer runs too)' : ' (no memories)'}`,
             `    add throughput             ${ph.addRequestsPerSec} requests/s`,
