@@ -37,11 +37,18 @@ END;
 CREATE TRIGGER IF NOT EXISTS memories_fts_delete AFTER DELETE ON memories BEGIN
   INSERT INTO memories_fts (memories_fts, rowid, text) VALUES ('delete', old.rowid, old.text);
 END;
-CREATE TRIGGER IF NOT EXISTS memories_fts_update AFTER UPDATE OF text ON memories BEGIN
+`;
+
+// The keyword index follows a memory's text only when the text changes. The upsert names `text`
+// in its SET list, and a trigger `AFTER UPDATE OF text` fires for that whatever the value: without
+// the WHEN, every update of a memory (superseded, forgotten, linked, one more source) took its row
+// out of FTS5 and put it back, writing new segment data each time for an index that had not
+// changed (sqlite.contract.test.ts, "keyword index"). A file made before gets it at open
+// (replaceUpdateTrigger).
+const UPDATE_TRIGGER = `CREATE TRIGGER memories_fts_update AFTER UPDATE OF text ON memories WHEN old.text IS NOT new.text BEGIN
   INSERT INTO memories_fts (memories_fts, rowid, text) VALUES ('delete', old.rowid, old.text);
   INSERT INTO memories_fts (rowid, text) VALUES (new.rowid, new.text);
-END;
-`;
+END`;
 
 // The lookups the memorizer and the gateway make per document or request, so their cost does not
 // grow with the tag's number of memories: by chain root, by (subject, attribute), by normalised
@@ -153,6 +160,7 @@ export class SqliteMemoryStore implements MemoryStore {
     db.exec(SCHEMA);
     migrate(db);
     db.exec(INDEXES);
+    replaceUpdateTrigger(db);
     return new SqliteMemoryStore(db, embedder);
   }
 
@@ -297,6 +305,19 @@ export class SqliteMemoryStore implements MemoryStore {
 /** The lookup columns of a record: chain root, (subject, attribute), normalised statement, static. */
 function lookupColumns(m: MemoryRecord): [string, string | null, string, number] {
   return [m.rootMemoryId ?? m.id, m.attribute ? attrKey(m.attribute) : null, normalizeStatement(m.memory), m.isStatic ? 1 : 0];
+}
+
+/**
+ * The update trigger as UPDATE_TRIGGER has it, whatever an earlier version created. In one
+ * IMMEDIATE transaction: the gateway and the memorizer may open the file at the same moment.
+ */
+function replaceUpdateTrigger(db: Database.Database): void {
+  db.transaction(() => {
+    const have = db.prepare<[], { sql: string }>("SELECT sql FROM sqlite_master WHERE type = 'trigger' AND name = 'memories_fts_update'").get();
+    if (have?.sql === UPDATE_TRIGGER) return;
+    db.exec('DROP TRIGGER IF EXISTS memories_fts_update');
+    db.exec(UPDATE_TRIGGER);
+  }).immediate();
 }
 
 /** A file made before the lookup columns existed gets them, filled from each record (once). */
