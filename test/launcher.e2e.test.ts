@@ -255,6 +255,34 @@ describe('./memstream up survives kill -9 of its parts', () => {
     expect(cost - slowestRestart).toBeLessThan(8_000);
   }, 200_000);
 
+  // Runs after the kill -9 of the workers: a restarted worker gets the same priority.
+  it('the pipeline workers run below the gateway: nice 10, and so does their session where the kernel shares the CPU by session', () => {
+    const niceOf = (pid: number) => {
+      const stat = readFileSync(`/proc/${pid}/stat`, 'utf8');
+      return Number(stat.slice(stat.lastIndexOf(')') + 2).split(' ')[16]);
+    };
+    // Each service leads its own session (the launcher starts them detached); with autogroups on,
+    // the CPU is shared between sessions before nice counts inside one (stack.ts, niceAutogroup).
+    const autogroups = (() => {
+      try {
+        return readFileSync('/proc/sys/kernel/sched_autogroup_enabled', 'utf8').trim() === '1';
+      } catch {
+        return false;
+      }
+    })();
+    const autogroupNice = (pid: number) => Number(/nice (-?\d+)/.exec(readFileSync(`/proc/${pid}/autogroup`, 'utf8'))?.[1]);
+    const seen: string[] = [];
+    for (const role of [...WORKERS, 'notifier', 'gateway'] as const) {
+      const pid = pidOf(role);
+      expect(pid, role).toBeDefined();
+      const want = role === 'gateway' ? 0 : 10;
+      expect(niceOf(pid!), role).toBe(want);
+      if (autogroups) expect(autogroupNice(pid!), `${role}'s session`).toBe(want);
+      seen.push(`${role} ${niceOf(pid!)}${autogroups ? `/${autogroupNice(pid!)}` : ''}`);
+    }
+    console.log(`[up] nice (process${autogroups ? '/session' : ''}): ${seen.join(', ')}`);
+  });
+
   it('kill -9 of the launcher: within 10 s no memstream process is left', async () => {
     const procs = processesOf(dataDir);
     expect(procs.map((p) => p.role).sort()).toEqual(expect.arrayContaining(['launcher', 'nats-server', 'gateway', 'projection', 'extractor', 'chunker', 'embedder', 'indexer', 'notifier']));
