@@ -174,7 +174,8 @@ async function main(): Promise<void> {
     const readyTimeoutMs = Number(process.env.MEMSTREAM_TEST_READY_MS ?? 60_000);
     // As `up`: the services' ahead-of-time bundles on plain node (MEMSTREAM_TSX=1: through tsx).
     const bundleDir = process.env.MEMSTREAM_TSX === '1' ? undefined : await serviceBundles(REPO_ROOT, SERVICES);
-    procs.push(...(await spawnLauncherLayout({ env, readyTimeoutMs, bundleDir, workerNice: NICE })));
+    // Detached as `up` starts them: each service leads its own session (stack.ts, niceAutogroup).
+    procs.push(...(await spawnLauncherLayout({ env, readyTimeoutMs, bundleDir, workerNice: NICE, detached: true })));
     const url = procs.find((p) => p.name === 'gateway')!.url!;
     const cpuOf = (): Record<string, number> => ({
       ...Object.fromEntries(procs.map((p) => [p.name, cpuMs(p.child.pid)])),
