@@ -116,9 +116,11 @@ async function main(): Promise<void> {
       procs.push(await spawnWorkersInOneProcess(env));
       procs.push(await spawnService('gateway', { env, readyTimeoutMs }));
     } else {
-      // As ./memstream up starts them (spawnLauncherLayout): bundles, workers first at their nice value, then the gateway.
+      // As ./memstream up starts them (spawnLauncherLayout): bundles, workers first at their nice value, then the gateway,
+      // each detached in a session of its own (stack.ts, niceAutogroup) and gone when this process is.
       const bundleDir = process.env.MEMSTREAM_TSX === '1' ? undefined : await serviceBundles(REPO_ROOT, SERVICES);
-      procs.push(...(await spawnLauncherLayout({ env, readyTimeoutMs, bundleDir, workerNice: Number(values['worker-nice']) })));
+      const asUp = { ...env, MEMSTREAM_EXIT_WITH_PARENT: String(process.pid) };
+      procs.push(...(await spawnLauncherLayout({ env: asUp, readyTimeoutMs, bundleDir, workerNice: Number(values['worker-nice']), detached: true })));
     }
     const gw = procs.find((p) => p.name === 'gateway')!;
     const url = gw.url!;
