@@ -595,6 +595,18 @@ export function describeDocumentViewsContract(name: string, open: () => Promise<
         expect(await ids(views, { statuses: ['done'], filter: numeric, order: 'desc' })).toStrictEqual(['t6', 't4']);
       });
 
+      it('countAtMost counts what list would match, stopping at atMost', async () => {
+        expect(await views.countAtMost({ containerTags: ['alpha'] }, 10)).toBe(2);
+        expect(await views.countAtMost({ containerTags: ['alpha', 'beta'], statuses: ['queued', 'failed'] }, 10)).toBe(2);
+        expect(await views.countAtMost({ statuses: ['done'] }, 10)).toBe(3);
+        expect(await views.countAtMost({ statuses: ['done'] }, 2)).toBe(2);
+        expect(await views.countAtMost({ statuses: ['queued', 'failed'], filter: Filters.parse({ AND: [{ key: 'kind', value: 'even' }] }) }, 10)).toBe(3);
+        expect(await views.countAtMost({}, 100)).toBe(7);
+        expect(await views.countAtMost({ containerTags: ['nope'] }, 5)).toBe(0);
+        expect(await views.countAtMost({ statuses: ['done'] }, 0)).toBe(0);
+        await expect(views.countAtMost({}, -1)).rejects.toThrow(RangeError);
+      });
+
       it('countByStatus counts every status, zeros included', async () => {
         expect(await views.countByStatus()).toStrictEqual({ queued: 2, extracting: 0, chunking: 0, embedding: 1, done: 3, failed: 1 });
         await views.delete('t2');

@@ -129,6 +129,14 @@ export class MongoDocumentViews implements DocumentViews {
     return { items: docs.map(fromStored), total };
   }
 
+  async countAtMost(query: Pick<ListQuery, 'containerTags' | 'statuses' | 'filter' | 'filepath'>, atMost: number): Promise<number> {
+    this.assertOpen();
+    if (!Number.isSafeInteger(atMost) || atMost < 0) throw new RangeError(`atMost must be a non-negative integer, got ${atMost}`);
+    // countDocuments reads limit 0 as "no limit".
+    if (atMost === 0) return 0;
+    return this.docs.countDocuments(listQueryToMongo(query) as Filter<StoredView>, { limit: atMost });
+  }
+
   async countByStatus(): Promise<Record<DocumentStatus, number>> {
     this.assertOpen();
     const counts = Object.fromEntries(DOCUMENT_STATUSES.map((s) => [s, 0])) as Record<DocumentStatus, number>;

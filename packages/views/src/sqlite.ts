@@ -258,27 +258,7 @@ export class SqliteDocumentViews implements DocumentViews {
 
   async list(query: ListQuery): Promise<{ items: DocumentView[]; total: number }> {
     checkPaging(query.limit, query.offset);
-    const where: Sql[] = [];
-    if (query.containerTags && query.containerTags.length > 0) {
-      // One JSON-array parameter however many tags are asked for, so no query nears SQLite's parameter limit.
-      where.push({
-        sql: 'EXISTS (SELECT 1 FROM json_each(d.container_tags) t WHERE t.value IN (SELECT value FROM json_each(?)))',
-        params: [JSON.stringify(query.containerTags)],
-      });
-    }
-    if (query.filepath !== undefined) {
-      where.push(
-        query.filepath.endsWith('/')
-          ? { sql: "substr(json_extract(d.body, '$.filepath'), 1, length(?)) = ?", params: [query.filepath, query.filepath] }
-          : { sql: "json_extract(d.body, '$.filepath') = ?", params: [query.filepath] },
-      );
-    }
-    if (query.statuses && query.statuses.length > 0) {
-      where.push({ sql: 'd.status IN (SELECT value FROM json_each(?))', params: [JSON.stringify(query.statuses)] });
-    }
-    if (query.filter) where.push(filterToSql(query.filter));
-    const whereSql = where.length > 0 ? `WHERE ${where.map((w) => w.sql).join(' AND ')}` : '';
-    const params = where.flatMap((w) => w.params);
+    const { whereSql, params } = whereOf(query);
     const column = query.sort === 'createdAt' ? 'd.created_at' : 'd.updated_at';
     const dir = query.order === 'asc' ? 'ASC' : 'DESC';
     const countStmt = this.db.prepare<unknown[], { n: number }>(`SELECT count(*) AS n FROM documents d ${whereSql}`);
@@ -291,6 +271,13 @@ export class SqliteDocumentViews implements DocumentViews {
       const items = pageStmt.all(...params, query.limit, query.offset).map(fromRow);
       return { items, total };
     })();
+  }
+
+  async countAtMost(query: Pick<ListQuery, 'containerTags' | 'statuses' | 'filter' | 'filepath'>, atMost: number): Promise<number> {
+    if (!Number.isSafeInteger(atMost) || atMost < 0) throw new RangeError(`atMost must be a non-negative integer, got ${atMost}`);
+    const { whereSql, params } = whereOf(query);
+    // The LIMIT stops the scan at atMost matches: the tag test is per row (json_each), with no index to count from.
+    return this.db.prepare<unknown[], { n: number }>(`SELECT count(*) AS n FROM (SELECT 1 FROM documents d ${whereSql} LIMIT ?)`).get(...params, atMost)?.n ?? 0;
   }
 
   async countByStatus(): Promise<Record<DocumentStatus, number>> {
@@ -575,4 +562,30 @@ function stringifiedEquals(alias: string, value: string, ignoreCase: boolean): S
   if (value === 'true') parts.push(`${alias}.type = 'true'`);
   if (value === 'false') parts.push(`${alias}.type = 'false'`);
   return { sql: `(${parts.join(' OR ')})`, params };
+}
+
+/** The WHERE clause of a list or a count: tags, filepath, statuses and the metadata filter. */
+function whereOf(query: Pick<ListQuery, 'containerTags' | 'statuses' | 'filter' | 'filepath'>): { whereSql: string; params: unknown[] } {
+  const where: Sql[] = [];
+  if (query.containerTags && query.containerTags.length > 0) {
+    // One JSON-array parameter however many tags are asked for, so no query nears SQLite's parameter limit.
+    where.push({
+      sql: 'EXISTS (SELECT 1 FROM json_each(d.container_tags) t WHERE t.value IN (SELECT value FROM json_each(?)))',
+      params: [JSON.stringify(query.containerTags)],
+    });
+  }
+  if (query.filepath !== undefined) {
+    where.push(
+      query.filepath.endsWith('/')
+        ? { sql: "substr(json_extract(d.body, '$.filepath'), 1, length(?)) = ?", params: [query.filepath, query.filepath] }
+        : { sql: "json_extract(d.body, '$.filepath') = ?", params: [query.filepath] },
+    );
+  }
+  if (query.statuses && query.statuses.length > 0) {
+    where.push({ sql: 'd.status IN (SELECT value FROM json_each(?))', params: [JSON.stringify(query.statuses)] });
+  }
+  if (query.filter) where.push(filterToSql(query.filter));
+  const whereSql = where.length > 0 ? `WHERE ${where.map((w) => w.sql).join(' AND ')}` : '';
+  const params = where.flatMap((w) => w.params);
+  return { whereSql, params };
 }

@@ -5,14 +5,17 @@ import { viewLanes } from './lanes.js';
 /** A view that answers each tag's count of unfinished documents, and records its reads. */
 function fakeViews(unfinished: Record<string, number>) {
   const reads: string[] = [];
+  const caps: number[] = [];
   return {
     reads,
+    caps,
     unfinished,
-    list: async (q: ListQuery) => {
+    countAtMost: async (q: Pick<ListQuery, 'containerTags' | 'statuses'>, atMost: number) => {
       const tag = q.containerTags![0]!;
       reads.push(tag);
+      caps.push(atMost);
       expect(q.statuses).toEqual(['queued', 'extracting', 'chunking', 'embedding']);
-      return { items: [], total: unfinished[tag] ?? 0 };
+      return Math.min(unfinished[tag] ?? 0, atMost);
     },
   };
 }
@@ -25,6 +28,15 @@ describe('viewLanes: which lane a submission goes in', () => {
     expect(await lanes.laneFor(['quiet', 'busy'])).toBe('bulk');
     expect(await lanes.laneFor(['calm'])).toBe('normal');
     expect(await lanes.laneFor([])).toBe('normal');
+    // One past the threshold is all a read needs to count.
+    expect(new Set(views.caps)).toEqual(new Set([65]));
+  });
+
+  it('a tag far over the threshold is bulk from a count that stops one past it', async () => {
+    const views = fakeViews({ huge: 30_000 });
+    const lanes = viewLanes(views, { threshold: 64, cacheMs: 1000, now: () => 0 });
+    expect(await lanes.laneFor(['huge'])).toBe('bulk');
+    expect(views.caps).toEqual([65]);
   });
 
   it('counts its own submissions on top of a cached read, for that window and the next', async () => {
@@ -48,9 +60,9 @@ describe('viewLanes: which lane a submission goes in', () => {
   it('a view that cannot be read makes a submission normal, and is read again next time', async () => {
     let fail = true;
     const views = {
-      list: async () => {
+      countAtMost: async () => {
         if (fail) throw new Error('store away');
-        return { items: [], total: 100 };
+        return 65;
       },
     };
     const lanes = viewLanes(views, { threshold: 64, cacheMs: 60_000, now: () => 0 });
