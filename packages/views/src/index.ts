@@ -2,7 +2,7 @@ import { MongoDocumentViews } from './mongo.js';
 import { SqliteDocumentViews } from './sqlite.js';
 import type { DocumentViews } from './port.js';
 
-export type { DocumentView, DocumentViews, ListQuery, ViewWrite } from './port.js';
+export type { DocumentView, DocumentViews, ListQuery, ListSelection, ViewWrite } from './port.js';
 export { SqliteDocumentViews } from './sqlite.js';
 export { MongoDocumentViews, filterToMongo } from './mongo.js';
 // The projection's reducer lives beside the port it produces records for; its consumers import it from here.

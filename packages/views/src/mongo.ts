@@ -2,7 +2,7 @@ import { MongoClient, MongoServerError } from 'mongodb';
 import type { Collection, Db, Document, Filter, Sort } from 'mongodb';
 import { DOCUMENT_STATUSES } from '@memstream/contracts';
 import type { DocumentStatus, FilterCondition, FilterExpr, Metadata } from '@memstream/contracts';
-import type { DocumentView, DocumentViews, ListQuery, ViewWrite } from './port.js';
+import { checkCount, type DocumentView, type DocumentViews, type ListQuery, type ListSelection, type ViewWrite } from './port.js';
 
 /**
  * One metadata key as stored in MongoDB. Metadata is kept as an array of entries (the "attribute
@@ -115,7 +115,8 @@ export class MongoDocumentViews implements DocumentViews {
 
   async list(query: ListQuery): Promise<{ items: DocumentView[]; total: number }> {
     this.assertOpen();
-    checkPaging(query.limit, query.offset);
+    checkCount('limit', query.limit);
+    checkCount('offset', query.offset);
     const filter = listQueryToMongo(query) as Filter<StoredView>;
     const total = await this.docs.countDocuments(filter);
     // MongoDB reads limit 0 as "no limit", the opposite of what a page of size 0 means.
@@ -129,9 +130,9 @@ export class MongoDocumentViews implements DocumentViews {
     return { items: docs.map(fromStored), total };
   }
 
-  async countAtMost(query: Pick<ListQuery, 'containerTags' | 'statuses' | 'filter' | 'filepath'>, atMost: number): Promise<number> {
+  async countAtMost(query: ListSelection, atMost: number): Promise<number> {
     this.assertOpen();
-    if (!Number.isSafeInteger(atMost) || atMost < 0) throw new RangeError(`atMost must be a non-negative integer, got ${atMost}`);
+    checkCount('atMost', atMost);
     // countDocuments reads limit 0 as "no limit".
     if (atMost === 0) return 0;
     return this.docs.countDocuments(listQueryToMongo(query) as Filter<StoredView>, { limit: atMost });
@@ -177,10 +178,6 @@ export class MongoDocumentViews implements DocumentViews {
   }
 }
 
-function checkPaging(limit: number, offset: number): void {
-  if (!Number.isSafeInteger(limit) || limit < 0) throw new RangeError(`limit must be a non-negative integer, got ${limit}`);
-  if (!Number.isSafeInteger(offset) || offset < 0) throw new RangeError(`offset must be a non-negative integer, got ${offset}`);
-}
 
 function toStored(view: DocumentView, version: number): StoredView {
   return {
@@ -249,7 +246,7 @@ export function toMetadataEntries(metadata: Record<string, unknown>): MetadataEn
 }
 
 /** The MongoDB query selecting what a `ListQuery` selects (paging and sorting aside). */
-export function listQueryToMongo(query: Pick<ListQuery, 'containerTags' | 'statuses' | 'filter' | 'filepath'>): Document {
+export function listQueryToMongo(query: ListSelection): Document {
   const parts: Document[] = [];
   if (query.containerTags && query.containerTags.length > 0) parts.push({ containerTags: { $in: query.containerTags } });
   if (query.statuses && query.statuses.length > 0) parts.push({ status: { $in: query.statuses } });

@@ -53,6 +53,14 @@ export interface ListQuery {
   offset: number;
 }
 
+/** What a list selects, without its order and paging: what `countAtMost` counts. */
+export type ListSelection = Pick<ListQuery, 'containerTags' | 'statuses' | 'filter' | 'filepath'>;
+
+/** The adapters' rule for a count argument (limit, offset, atMost): a RangeError unless a non-negative safe integer. */
+export function checkCount(name: string, n: number): void {
+  if (!Number.isSafeInteger(n) || n < 0) throw new RangeError(`${name} must be a non-negative integer, got ${n}`);
+}
+
 /** The document view store. Writers are the projection; readers are the gateway and replay. */
 export interface DocumentViews {
   get(id: string): Promise<DocumentView | null>;
@@ -83,7 +91,7 @@ export interface DocumentViews {
    * gateway asks it of every busy tag each second, and `list`'s exact total of a large backlog took
    * tens of milliseconds of its event loop in SQLite).
    */
-  countAtMost(query: Pick<ListQuery, 'containerTags' | 'statuses' | 'filter' | 'filepath'>, atMost: number): Promise<number>;
+  countAtMost(query: ListSelection, atMost: number): Promise<number>;
   /** How many documents are in each status; every status is present, zero included. */
   countByStatus(): Promise<Record<DocumentStatus, number>>;
   /** Every document, in id order: for replay comparison and export. */

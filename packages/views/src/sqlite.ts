@@ -3,7 +3,7 @@ import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
 import { DOCUMENT_STATUSES } from '@memstream/contracts';
 import type { DocumentStatus, FilterCondition, FilterExpr } from '@memstream/contracts';
-import type { DocumentView, DocumentViews, ListQuery, ViewWrite } from './port.js';
+import { checkCount, type DocumentView, type DocumentViews, type ListQuery, type ListSelection, type ViewWrite } from './port.js';
 
 const SCHEMA_VERSION = 2;
 const PAGE_SIZE = 100;
@@ -257,7 +257,8 @@ export class SqliteDocumentViews implements DocumentViews {
   }
 
   async list(query: ListQuery): Promise<{ items: DocumentView[]; total: number }> {
-    checkPaging(query.limit, query.offset);
+    checkCount('limit', query.limit);
+    checkCount('offset', query.offset);
     const { whereSql, params } = whereOf(query);
     const column = query.sort === 'createdAt' ? 'd.created_at' : 'd.updated_at';
     const dir = query.order === 'asc' ? 'ASC' : 'DESC';
@@ -273,8 +274,8 @@ export class SqliteDocumentViews implements DocumentViews {
     })();
   }
 
-  async countAtMost(query: Pick<ListQuery, 'containerTags' | 'statuses' | 'filter' | 'filepath'>, atMost: number): Promise<number> {
-    if (!Number.isSafeInteger(atMost) || atMost < 0) throw new RangeError(`atMost must be a non-negative integer, got ${atMost}`);
+  async countAtMost(query: ListSelection, atMost: number): Promise<number> {
+    checkCount('atMost', atMost);
     const { whereSql, params } = whereOf(query);
     // The LIMIT stops the scan at atMost matches: the tag test is per row (json_each), with no index to count from.
     return this.db.prepare<unknown[], { n: number }>(`SELECT count(*) AS n FROM (SELECT 1 FROM documents d ${whereSql} LIMIT ?)`).get(...params, atMost)?.n ?? 0;
@@ -379,10 +380,6 @@ function registerFunctions(db: Database.Database): void {
   });
 }
 
-function checkPaging(limit: number, offset: number): void {
-  if (!Number.isSafeInteger(limit) || limit < 0) throw new RangeError(`limit must be a non-negative integer, got ${limit}`);
-  if (!Number.isSafeInteger(offset) || offset < 0) throw new RangeError(`offset must be a non-negative integer, got ${offset}`);
-}
 
 /** The values a write stores in FIELD_COLUMNS, in that order. */
 function fieldsOf(view: DocumentView): unknown[] {
@@ -565,7 +562,7 @@ function stringifiedEquals(alias: string, value: string, ignoreCase: boolean): S
 }
 
 /** The WHERE clause of a list or a count: tags, filepath, statuses and the metadata filter. */
-function whereOf(query: Pick<ListQuery, 'containerTags' | 'statuses' | 'filter' | 'filepath'>): { whereSql: string; params: unknown[] } {
+function whereOf(query: ListSelection): { whereSql: string; params: unknown[] } {
   const where: Sql[] = [];
   if (query.containerTags && query.containerTags.length > 0) {
     // One JSON-array parameter however many tags are asked for, so no query nears SQLite's parameter limit.

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import type { ListQuery } from '@memstream/views';
+import type { ListSelection } from '@memstream/views';
 import { viewLanes } from './lanes.js';
 
 /** A view that answers each tag's count of unfinished documents, and records its reads. */
@@ -10,7 +10,7 @@ function fakeViews(unfinished: Record<string, number>) {
     reads,
     caps,
     unfinished,
-    countAtMost: async (q: Pick<ListQuery, 'containerTags' | 'statuses'>, atMost: number) => {
+    countAtMost: async (q: ListSelection, atMost: number) => {
       const tag = q.containerTags![0]!;
       reads.push(tag);
       caps.push(atMost);
