@@ -13,6 +13,7 @@
  */
 import { makeDoc } from './bench-docs.js';
 import { cpuMs, writeSyscalls } from './proc-cpu.js';
+import { intFlag } from './flags.js';
 import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir, cpus, totalmem } from 'node:os';
@@ -43,18 +44,13 @@ const { values } = commandArgs('bench', USAGE, {
     'worker-nice': { type: 'string', default: String(DEFAULT_WORKER_NICE) },
   },
 });
-const N = Number(values.docs);
-const C = Number(values.concurrency);
+const N = intFlag('ingest', 'docs', values.docs, 0, 10_000_000);
+const C = intFlag('ingest', 'concurrency', values.concurrency, 1, 10_000);
 // The memorizer resolves one tag serially, and the bench puts every memory document in one tag: its phase can be
 // sized on its own so a large superrag run does not wait on it.
-const NM = Number(values['memory-docs'] ?? values.docs);
-const W = Number(values.warmup);
-for (const [flag, v] of [['--docs', N], ['--concurrency', C], ['--memory-docs', NM], ['--warmup', W]] as const) {
-  if (!Number.isInteger(v) || v < 0 || (flag === '--concurrency' && v < 1)) {
-    process.stderr.write(`bench: ${flag} must be a whole number${flag === '--concurrency' ? ' of at least 1' : ''}\n${USAGE}\n`);
-    process.exit(2);
-  }
-}
+const NM = intFlag('ingest', 'memory-docs', values['memory-docs'] ?? values.docs, 0, 10_000_000);
+const W = intFlag('ingest', 'warmup', values.warmup, 0, 10_000_000);
+const NICE = intFlag('ingest', 'worker-nice', values['worker-nice'], 0, 19);
 
 /** Every worker in one Node process (bench/workers-in-one-process.ts), resolved once each has logged `ready`. */
 function spawnWorkersInOneProcess(env: Record<string, string>): Promise<ServiceProcess> {
@@ -120,7 +116,7 @@ async function main(): Promise<void> {
       // each detached in a session of its own (stack.ts, niceAutogroup) and gone when this process is.
       const bundleDir = process.env.MEMSTREAM_TSX === '1' ? undefined : await serviceBundles(REPO_ROOT, SERVICES);
       const asUp = { ...env, MEMSTREAM_EXIT_WITH_PARENT: String(process.pid) };
-      procs.push(...(await spawnLauncherLayout({ env: asUp, readyTimeoutMs, bundleDir, workerNice: Number(values['worker-nice']), detached: true })));
+      procs.push(...(await spawnLauncherLayout({ env: asUp, readyTimeoutMs, bundleDir, workerNice: NICE, detached: true })));
     }
     const gw = procs.find((p) => p.name === 'gateway')!;
     const url = gw.url!;
@@ -252,7 +248,7 @@ async function main(): Promise<void> {
       warmup: warmup && { docs: W, endToEndDocsPerSec: warmup.endToEndDocsPerSec, cpuMsPerDocTotal: warmup.cpuMsPerDocTotal },
       concurrency: C,
       layout: values.layout,
-      workerNice: values.layout === 'one-process' ? 0 : Number(values['worker-nice']),
+      workerNice: values.layout === 'one-process' ? 0 : NICE,
       docBytes: 2048,
       // The pipeline's own figures, as before memories existed: the superrag phase.
       addRequestsPerSec: withoutMemory.addRequestsPerSec,

@@ -26,6 +26,7 @@ import { commandArgs, DEFAULT_WORKER_NICE, REPO_ROOT, SERVICES, serviceBundles, 
 import { createLogger } from '@memstream/kit';
 import { SqliteDocumentViews } from '@memstream/views';
 import { makeDoc } from './bench-docs.js';
+import { intFlag } from './flags.js';
 import { cpuMs } from './proc-cpu.js';
 
 const USAGE = `usage: ./memstream bench load [--rate 1000] [--seconds 30] [--connections N] [--ceiling-seconds S] [--tags 4] [--task-type superrag|memory] [--worker-nice N] [--max-drain-seconds 900] [--json]
@@ -59,21 +60,13 @@ const { values } = commandArgs('bench load', USAGE, {
   },
 });
 
-function intFlag(name: string, v: string | undefined, min: number, max: number): number {
-  const n = Number(v);
-  if (!Number.isInteger(n) || n < min || n > max) {
-    process.stderr.write(`memstream bench load: --${name} must be an integer from ${min} to ${max} (got ${JSON.stringify(v)})\n`);
-    process.exit(2);
-  }
-  return n;
-}
-const RATE = intFlag('rate', values.rate, 1, 100_000);
-const SECONDS = intFlag('seconds', values.seconds, 1, 3600);
-const CONNECTIONS = intFlag('connections', values.connections ?? String(Math.max(1, Math.ceil(RATE / 100))), 1, 10_000);
-const CEILING_SECONDS = intFlag('ceiling-seconds', values['ceiling-seconds'] ?? String(Math.min(SECONDS, 10)), 1, 3600);
-const TAGS = intFlag('tags', values.tags, 1, 1000);
-const NICE = intFlag('worker-nice', values['worker-nice'], 0, 19);
-const MAX_DRAIN = intFlag('max-drain-seconds', values['max-drain-seconds'], 0, 86_400);
+const RATE = intFlag('load', 'rate', values.rate, 1, 100_000);
+const SECONDS = intFlag('load', 'seconds', values.seconds, 1, 3600);
+const CONNECTIONS = intFlag('load', 'connections', values.connections ?? String(Math.max(1, Math.ceil(RATE / 100))), 1, 10_000);
+const CEILING_SECONDS = intFlag('load', 'ceiling-seconds', values['ceiling-seconds'] ?? String(Math.min(SECONDS, 10)), 1, 3600);
+const TAGS = intFlag('load', 'tags', values.tags, 1, 1000);
+const NICE = intFlag('load', 'worker-nice', values['worker-nice'], 0, 19);
+const MAX_DRAIN = intFlag('load', 'max-drain-seconds', values['max-drain-seconds'], 0, 86_400);
 const TASK_TYPE = values['task-type'];
 if (TASK_TYPE !== 'superrag' && TASK_TYPE !== 'memory') {
   process.stderr.write(`memstream bench load: --task-type must be superrag or memory (got ${JSON.stringify(TASK_TYPE)})\n`);
