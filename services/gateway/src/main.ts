@@ -17,6 +17,7 @@ import { kvSettings } from './adapters/settings.js';
 import { followActiveModel } from './adapters/active-model.js';
 import { startKeyAuth } from './adapters/keys.js';
 import { createUploadHandler } from './http/upload.js';
+import { appServer } from './http/server.js';
 import { jetstreamLifecycleSource, kvWebhookStore } from './adapters/webhooks.js';
 import { EventStreams } from './http/events.js';
 import { MemoryLog, ensureMemoryStream, openMemoryStore } from '@memstream/memory';
@@ -94,7 +95,7 @@ try {
     },
   });
   const server: Server = await new Promise((resolve, reject) => {
-    const s = app.listen(config.MEMSTREAM_PORT, config.MEMSTREAM_HOST, () => resolve(s));
+    const s = appServer(app).listen(config.MEMSTREAM_PORT, config.MEMSTREAM_HOST, () => resolve(s));
     s.once('error', reject);
   });
   // Node checks both every `connectionsCheckingInterval` (30 s by default): a stalled request ends within that much past its limit.
