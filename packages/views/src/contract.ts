@@ -607,6 +607,69 @@ export function describeDocumentViewsContract(name: string, open: () => Promise<
         await expect(views.countAtMost({}, -1)).rejects.toThrow(RangeError);
       });
 
+      it('counts by tag and status follow every write: new views, status and tag changes, lost compare-and-sets, deletes', async () => {
+        // A model of the store beside it; after every step each selection by tags (and statuses)
+        // is counted both ways and compared with the model. Seeded: the same steps every run.
+        let seed = 14;
+        // mulberry32: 32-bit integer arithmetic throughout (Math.imul), so every residue comes up.
+        const rnd = (n: number) => {
+          seed = (seed + 0x6d2b79f5) | 0;
+          let t = Math.imul(seed ^ (seed >>> 15), 1 | seed);
+          t = (t + Math.imul(t ^ (t >>> 7), 61 | t)) ^ t;
+          return ((t ^ (t >>> 14)) >>> 0) % n;
+        };
+        const TAGS = ['alpha', 'beta', 'gamma', 'delta'];
+        const model = new Map<string, DocumentView>();
+        for (const id of ['t1', 't2', 't3', 't4', 't5', 't6', 't7']) model.set(id, (await views.get(id))!);
+        const someTags = () => (rnd(6) === 0 ? ['alpha', 'alpha'] : TAGS.filter(() => rnd(3) === 0));
+        const someStatus = () => DOCUMENT_STATUSES[rnd(DOCUMENT_STATUSES.length)]!;
+        const deleted: string[] = [];
+        for (let step = 0; step < 160; step++) {
+          const known = [...model.keys()];
+          // Now and then a deleted id comes back (a store must not keep anything of what it deleted).
+          const id = rnd(4) === 0 || known.length === 0 ? (deleted.length > 0 && rnd(2) ? deleted.pop()! : `n${step}`) : known[rnd(known.length)]!;
+          const current = model.get(id);
+          const op = rnd(10);
+          if (!current) {
+            const v = makeView(id, { containerTags: someTags(), status: someStatus(), createdAt: at(100 + step) });
+            expect(await views.put(v, 0)).toBe(true);
+            model.set(id, { ...v, version: 1 });
+          } else if (op < 6) {
+            const next = { ...current, ...(rnd(2) ? { status: someStatus() } : {}), ...(rnd(2) ? { containerTags: someTags() } : {}) };
+            expect(await views.put(next, current.version)).toBe(true);
+            model.set(id, { ...next, version: current.version + 1 });
+          } else if (op < 7) {
+            expect(await views.put({ ...current, status: someStatus(), containerTags: someTags() }, current.version + 5)).toBe(false);
+          } else if (op < 8) {
+            expect(await views.writeMany([{ id, view: null, expectedVersion: current.version }])).toStrictEqual([true]);
+            model.delete(id);
+            deleted.push(id);
+          } else {
+            expect(await views.delete(id)).toBe(true);
+            model.delete(id);
+            deleted.push(id);
+          }
+          const unfinished: DocumentStatus[] = ['queued', 'extracting', 'chunking', 'embedding'];
+          const selections: Array<{ containerTags: string[]; statuses?: DocumentStatus[] }> = [
+            { containerTags: [TAGS[rnd(4)]!] },
+            { containerTags: [TAGS[rnd(4)]!, TAGS[rnd(4)]!] },
+            { containerTags: [TAGS[rnd(4)]!], statuses: [someStatus(), someStatus()] },
+            // What the gateway's lanes ask: a tag's unfinished documents.
+            { containerTags: [TAGS[rnd(4)]!], statuses: unfinished },
+            { containerTags: [TAGS[rnd(4)]!, TAGS[rnd(4)]!], statuses: [unfinished[rnd(4)]!] },
+          ];
+          for (const sel of selections) {
+            const expected = [...model.values()].filter(
+              (v) => v.containerTags.some((t) => sel.containerTags.includes(t)) && (!sel.statuses || sel.statuses.includes(v.status)),
+            ).length;
+            const where = `step ${step}, ${JSON.stringify(sel)}`;
+            expect(await views.countAtMost(sel, 1000), where).toBe(expected);
+            expect(await views.countAtMost(sel, 1), where).toBe(Math.min(1, expected));
+            expect((await views.list({ ...EVERYTHING, ...sel, limit: 1 })).total, where).toBe(expected);
+          }
+        }
+      });
+
       it('countByStatus counts every status, zeros included', async () => {
         expect(await views.countByStatus()).toStrictEqual({ queued: 2, extracting: 0, chunking: 0, embedding: 1, done: 3, failed: 1 });
         await views.delete('t2');
