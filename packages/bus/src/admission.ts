@@ -10,10 +10,9 @@ export async function downstreamBacklog(bus: Bus, durables: readonly string[] = 
 }
 
 /**
- * Admits the entrance's bulk work (LaneBudget.admitUpTo) from the later stages' backlog, read
- * every `pollMs`: at most `maxBacklog` less that backlog until the next reading, then one message
- * at a time. When it cannot be read (the broker is away) the last allowance stands, less what was
- * taken since. Stops with the returned function.
+ * Opens and closes the entrance's bulk lane (LaneBudget.admit) from the later stages' backlog,
+ * read every `pollMs`: open while it is at most `maxBacklog`. When it cannot be read (the broker
+ * is away) the last answer stands. Stops with the returned function.
  */
 export function admitBulkByBacklog(
   bus: Bus,
@@ -30,7 +29,7 @@ export function admitBulkByBacklog(
   const tick = async () => {
     try {
       const backlog = await read();
-      budget.admitUpTo(maxBacklog - backlog);
+      budget.admit(backlog <= maxBacklog);
       warned = false;
     } catch (err) {
       if (!warned) log.warn({ err: errorMessage(err) }, 'could not read the later stages\' backlog: the bulk lane keeps its last admission');

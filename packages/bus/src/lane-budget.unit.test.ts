@@ -56,39 +56,17 @@ describe('LaneBudget: the capacity a stage shares between its normal and bulk la
     const b = new LaneBudget(16);
     let calls = 0;
     b.onChange(() => calls++);
-    b.admitUpTo(0);
+    b.admit(false);
     expect(calls).toBe(1);
     expect(b.room('bulk')).toBe(1);
     b.set('bulk', 1);
     expect(b.room('bulk')).toBe(0);
     // The normal lane is not affected.
     expect(b.room('normal')).toBe(15);
-    b.admitUpTo(0);
+    b.admit(false);
     expect(calls).toBe(2);
-    b.admitUpTo(Infinity);
+    b.admit(true);
     expect(calls).toBe(3);
     expect(b.room('bulk')).toBe(15);
-  });
-
-  it('takes at most what the later stages have room for until the next reading, then one at a time', () => {
-    const b = new LaneBudget(16);
-    b.admitUpTo(5);
-    expect(b.room('bulk')).toBe(5);
-    b.set('bulk', 3);
-    expect(b.room('bulk')).toBe(2);
-    // Settled messages free the capacity, not the allowance: taking is what counts.
-    b.set('bulk', 0);
-    expect(b.room('bulk')).toBe(2);
-    b.set('bulk', 2);
-    expect(b.room('bulk')).toBe(-1);
-    b.set('bulk', 0);
-    expect(b.room('bulk')).toBe(1);
-    // A new reading: a new allowance (negative: the backlog is over the bound).
-    b.admitUpTo(-40);
-    expect(b.room('bulk')).toBe(1);
-    b.admitUpTo(100);
-    expect(b.room('bulk')).toBe(16);
-    b.set('normal', 1);
-    expect(b.room('bulk')).toBe(8);
   });
 });

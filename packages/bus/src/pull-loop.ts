@@ -66,8 +66,7 @@ export function nextBatch<T>(waiting: T[], size: number): T[] {
 export class LaneBudget {
   private readonly held: Record<Lane, number> = { normal: 0, bulk: 0 };
   private readonly listeners = new Set<() => void>();
-  /** Bulk messages the lane may still take before the next reading of the later stages' backlog. */
-  private allowance = Infinity;
+  private admitBulk = true;
   constructor(readonly capacity: number) {}
 
   /** How many more messages `lane` may take now. */
@@ -77,28 +76,19 @@ export class LaneBudget {
     const limit = this.held.normal > 0 ? Math.max(1, half) : this.capacity - this.held.normal;
     // The stages after this one are busy (BULK_ADMISSION): one bulk message at a time, so the
     // lane slows down but never stops.
-    if (this.allowance <= 0) return Math.min(limit, 1) - this.held.bulk;
-    return Math.min(limit - this.held.bulk, this.allowance);
+    return (this.admitBulk ? limit : Math.min(limit, 1)) - this.held.bulk;
   }
 
-  /**
-   * How much bulk work the stages after this one have room for (BULK_ADMISSION, admission.ts):
-   * the lane takes at most `n` more messages (Infinity: no bound) until the next call, then one at
-   * a time. A bound rather than open/closed: the backlog is read every 100 ms, and between two
-   * readings an open lane admitted as fast as this stage worked (hundreds of plain texts), so a
-   * normal-lane document found that many more ahead of it at the later stages.
-   */
-  admitUpTo(n: number): void {
-    const next = Math.max(0, n);
-    if (this.allowance === next) return;
-    this.allowance = next;
+  /** Whether the stages after this one have room for bulk work (see BULK_ADMISSION and admission.ts). */
+  admit(open: boolean): void {
+    if (this.admitBulk === open) return;
+    this.admitBulk = open;
     for (const l of this.listeners) l();
   }
 
-  /** A lane's loop reports how many messages it holds now; what the bulk lane takes counts against its allowance. */
+  /** A lane's loop reports how many messages it holds now. */
   set(lane: Lane, n: number): void {
     if (this.held[lane] === n) return;
-    if (lane === 'bulk' && n > this.held.bulk) this.allowance = Math.max(0, this.allowance - (n - this.held.bulk));
     this.held[lane] = n;
     for (const l of this.listeners) l();
   }

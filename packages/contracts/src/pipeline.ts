@@ -216,11 +216,7 @@ export function bulkDurableOf(service: StageService): string {
 export const BULK_ADMISSION = {
   /** The stages whose backlog (messages not yet delivered plus delivered and not yet acked) gates the bulk lane. */
   downstream: PIPELINE.slice(1).map((r) => r.service) as StageService[],
-  /**
-   * The bulk lane takes at most this many documents less those waiting or in work after the
-   * entrance until the next reading of that backlog; past it, one message at a time (it slows,
-   * never stops).
-   */
+  /** Above this many documents waiting or in work after the entrance, the bulk lane holds at most one message (it slows, never stops). */
   maxBacklog: 128,
   /** How often the entrance reads that backlog. */
   pollMs: 100,
