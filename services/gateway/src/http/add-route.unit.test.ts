@@ -5,7 +5,8 @@ import { DocumentEvent, type DocumentSubmitted } from '@memstream/contracts';
 import type { Logger } from '@memstream/kit';
 import { scrape } from '@memstream/telemetry';
 import { createApp } from '../app.js';
-import type { DocumentHead, GatewayPorts } from '../handlers/documents.js';
+import type { DocumentHead } from '../handlers/documents.js';
+import { UNSEEN, portsForAdds } from '../handlers/testing.js';
 
 const API_KEY = 'add-route-test-key-0123456789';
 
@@ -28,10 +29,10 @@ describe('the add route, fast and routed', () => {
   const heads = new Map<string, DocumentHead>();
 
   beforeAll(async () => {
-    const ports = {
-      events: {
+    const ports = portsForAdds(
+      {
         async head(id: string): Promise<DocumentHead> {
-          return heads.get(id) ?? { submitted: null, submittedSeq: 0, revision: 0, deleted: false, metadataUpdate: null, metadataSeq: 0 };
+          return heads.get(id) ?? UNSEEN;
         },
         async publish(event: DocumentEvent, opts: { expectLastSeq?: number; headers?: Record<string, string> } = {}) {
           if (failNext) {
@@ -44,16 +45,9 @@ describe('the add route, fast and routed', () => {
           if (event.type === 'document.submitted.v1') heads.set(event.documentId, { submitted: event as DocumentSubmitted, submittedSeq: published.length, revision: event.revision, deleted: false, metadataUpdate: null, metadataSeq: 0 });
           return published.length;
         },
-        async purgeBefore() {
-          return 0;
-        },
       },
-      views: { get: async () => null, delete: async () => {} },
-      index: { deleteDocument: async () => 0 },
-      blobs: { deleteDocument: async () => 0 },
-      tagContexts: { get: async () => null, set: async () => {} },
-      now: () => new Date('2026-11-27T00:00:00Z'),
-    } as unknown as GatewayPorts;
+      '2026-11-27T00:00:00Z',
+    );
     const app = createApp({ ports, apiKey: API_KEY, log: capturingLog(lines) });
     server = app.listen(0, '127.0.0.1');
     await new Promise((r) => server.once('listening', r));

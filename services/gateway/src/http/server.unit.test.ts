@@ -4,32 +4,23 @@ import { afterEach, describe, expect, it } from 'vitest';
 import type { DocumentEvent } from '@memstream/contracts';
 import { createLogger } from '@memstream/kit';
 import { createApp } from '../app.js';
-import type { DocumentHead, GatewayPorts } from '../handlers/documents.js';
+import { UNSEEN, portsForAdds } from '../handlers/testing.js';
 import { appServer } from './server.js';
 
 const API_KEY = 'server-test-key-0123456789';
 
 function gateway() {
   const published: DocumentEvent[] = [];
-  const ports = {
-    events: {
-      async head(): Promise<DocumentHead> {
-        return { submitted: null, submittedSeq: 0, revision: 0, deleted: false, metadataUpdate: null, metadataSeq: 0 };
-      },
+  const ports = portsForAdds(
+    {
+      head: async () => UNSEEN,
       async publish(event: DocumentEvent) {
         published.push(event);
         return published.length;
       },
-      async purgeBefore() {
-        return 0;
-      },
     },
-    views: { get: async () => null, delete: async () => {} },
-    index: { deleteDocument: async () => 0 },
-    blobs: { deleteDocument: async () => 0 },
-    tagContexts: { get: async () => null, set: async () => {} },
-    now: () => new Date('2026-11-27T00:00:00Z'),
-  } as unknown as GatewayPorts;
+    '2026-11-27T00:00:00Z',
+  );
   return { app: createApp({ ports, apiKey: API_KEY, log: createLogger('test', { level: 'silent' }) }), published };
 }
 
