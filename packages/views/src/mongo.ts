@@ -178,7 +178,6 @@ export class MongoDocumentViews implements DocumentViews {
   }
 }
 
-
 function toStored(view: DocumentView, version: number): StoredView {
   return {
     _id: view.id,

@@ -323,7 +323,8 @@ export class SqliteDocumentViews implements DocumentViews {
  * The statuses a document ends in, as SQL literals (constants, not input). The schema 3 triggers
  * name them: a new terminal status needs a new schema version that replaces the triggers.
  */
-const FINISHED_SQL = DOCUMENT_STATUSES.filter((st) => !(IN_PROGRESS_STATUSES as readonly string[]).includes(st))
+const UNFINISHED: ReadonlySet<string> = new Set(IN_PROGRESS_STATUSES);
+const FINISHED_SQL = DOCUMENT_STATUSES.filter((st) => !UNFINISHED.has(st))
   .map((st) => `'${st}'`)
   .join(', ');
 
@@ -418,7 +419,6 @@ function registerFunctions(db: Database.Database): void {
     return Number.isNaN(n) ? null : n;
   });
 }
-
 
 /** The values a write stores in FIELD_COLUMNS, in that order. */
 function fieldsOf(view: DocumentView): unknown[] {
@@ -612,7 +612,7 @@ function stringifiedEquals(alias: string, value: string, ignoreCase: boolean): S
  */
 function unfinishedByTagOf(query: ListSelection): Sql | null {
   if (!query.containerTags || query.containerTags.length === 0 || query.filepath !== undefined || query.filter) return null;
-  if (!query.statuses || query.statuses.length === 0 || !query.statuses.every((st) => (IN_PROGRESS_STATUSES as readonly string[]).includes(st))) return null;
+  if (!query.statuses || query.statuses.length === 0 || !query.statuses.every((st) => UNFINISHED.has(st))) return null;
   return {
     sql: 'FROM unfinished_tags u JOIN documents d ON d.id = u.id WHERE u.tag IN (SELECT value FROM json_each(?)) AND d.status IN (SELECT value FROM json_each(?))',
     params: [JSON.stringify(query.containerTags), JSON.stringify(query.statuses)],
