@@ -63,7 +63,7 @@ describe('SqliteDocumentViews: the file', () => {
     await views.close();
   });
 
-  it('opens a schema 1 file: each content moves out of the body, every view reads as before, counts by tag come from schema 3', async () => {
+  it('opens a schema 1 file: each content moves out of the body, every view reads as before', async () => {
     const path = join(dir, 'views.sqlite');
     const db = new Database(path);
     db.exec(`
@@ -107,18 +107,11 @@ describe('SqliteDocumentViews: the file', () => {
       expect(await views.put(view('d00001', { content: 'new text', status: 'done', version: 9 }), 3)).toBe(true);
       expect(await views.put(view('d00001', { content: 'stale' }), 3)).toBe(false);
       expect(await views.get('d00001')).toStrictEqual(view('d00001', { content: 'new text', status: 'done', version: 4 }));
-      // Counted by tag from schema 3's entries, made at the migration for the unfinished rows already there.
-      const t1Unfinished = expected.filter((v) => v.containerTags[0] === 't1' && v.status === 'extracting').length;
-      expect(t1Unfinished).toBeGreaterThan(100);
-      expect(await views.countAtMost({ containerTags: ['t1'], statuses: ['queued', 'extracting'] }, 10_000)).toBe(t1Unfinished);
-      expect((await views.list({ containerTags: ['t1'], statuses: ['extracting'], sort: 'createdAt', order: 'asc', limit: 1, offset: 0 })).total).toBe(t1Unfinished);
     } finally {
       await views.close();
     }
     const check = new Database(path, { readonly: true });
-    expect(check.pragma('user_version', { simple: true })).toBe(3);
-    // Schema 3: the tag of every migrated document that is not done or failed.
-    expect(check.prepare('SELECT count(*) FROM unfinished_tags').pluck().get()).toBe(expected.filter((v) => v.status === 'extracting').length);
+    expect(check.pragma('user_version', { simple: true })).toBe(2);
     expect(check.prepare("SELECT count(*) FROM documents WHERE json_extract(body, '$.content') IS NOT NULL OR body LIKE '%\"content\"%'").pluck().get()).toBe(0);
     expect(check.prepare('SELECT count(*) FROM document_content').pluck().get()).toBe(expected.filter((v) => v.content !== null).length);
     check.close();

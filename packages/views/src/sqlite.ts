@@ -1,11 +1,11 @@
 import { mkdirSync } from 'node:fs';
 import { dirname } from 'node:path';
 import Database from 'better-sqlite3';
-import { DOCUMENT_STATUSES, IN_PROGRESS_STATUSES } from '@memstream/contracts';
+import { DOCUMENT_STATUSES } from '@memstream/contracts';
 import type { DocumentStatus, FilterCondition, FilterExpr } from '@memstream/contracts';
 import { checkCount, type DocumentView, type DocumentViews, type ListQuery, type ListSelection, type ViewWrite } from './port.js';
 
-const SCHEMA_VERSION = 3;
+const SCHEMA_VERSION = 2;
 const PAGE_SIZE = 100;
 /** Views kept in memory by the writer (see `cache`): the documents in flight, a few KB each. */
 const CACHE_MAX = 4096;
@@ -262,17 +262,13 @@ export class SqliteDocumentViews implements DocumentViews {
     const { whereSql, params } = whereOf(query);
     const column = query.sort === 'createdAt' ? 'd.created_at' : 'd.updated_at';
     const dir = query.order === 'asc' ? 'ASC' : 'DESC';
-    const byTag = unfinishedByTagOf(query);
-    const countStmt = byTag
-      ? this.db.prepare<unknown[], { n: number }>(`SELECT count(DISTINCT u.id) AS n ${byTag.sql}`)
-      : this.db.prepare<unknown[], { n: number }>(`SELECT count(*) AS n FROM documents d ${whereSql}`);
-    const countParams = byTag ? byTag.params : params;
+    const countStmt = this.db.prepare<unknown[], { n: number }>(`SELECT count(*) AS n FROM documents d ${whereSql}`);
     const pageStmt = this.db.prepare<unknown[], Row>(
       `SELECT ${COLUMNS} FROM ${FROM} ${whereSql} ORDER BY ${column} ${dir}, d.id ${dir} LIMIT ? OFFSET ?`,
     );
     // One read transaction: the page and the total come from the same snapshot even while the writer commits.
     return this.db.transaction(() => {
-      const total = countStmt.get(...countParams)?.n ?? 0;
+      const total = countStmt.get(...params)?.n ?? 0;
       const items = pageStmt.all(...params, query.limit, query.offset).map(fromRow);
       return { items, total };
     })();
@@ -280,12 +276,8 @@ export class SqliteDocumentViews implements DocumentViews {
 
   async countAtMost(query: ListSelection, atMost: number): Promise<number> {
     checkCount('atMost', atMost);
-    // The LIMIT stops the count at atMost: the gateway asks whether a tag has more than its lane
-    // threshold of unfinished documents, once a second per tag, and an exact count of a large
-    // backlog blocked its event loop for tens of milliseconds.
-    const byTag = unfinishedByTagOf(query);
-    if (byTag) return this.db.prepare<unknown[], { n: number }>(`SELECT count(*) AS n FROM (SELECT DISTINCT u.id ${byTag.sql} LIMIT ?)`).get(...byTag.params, atMost)?.n ?? 0;
     const { whereSql, params } = whereOf(query);
+    // The LIMIT stops the scan at atMost matches: the tag test is per row (json_each), with no index to count from.
     return this.db.prepare<unknown[], { n: number }>(`SELECT count(*) AS n FROM (SELECT 1 FROM documents d ${whereSql} LIMIT ?)`).get(...params, atMost)?.n ?? 0;
   }
 
@@ -319,15 +311,6 @@ export class SqliteDocumentViews implements DocumentViews {
   }
 }
 
-/**
- * The statuses a document ends in, as SQL literals (constants, not input). The schema 3 triggers
- * name them: a new terminal status needs a new schema version that replaces the triggers.
- */
-const UNFINISHED: ReadonlySet<string> = new Set(IN_PROGRESS_STATUSES);
-const FINISHED_SQL = DOCUMENT_STATUSES.filter((st) => !UNFINISHED.has(st))
-  .map((st) => `'${st}'`)
-  .join(', ');
-
 const SCHEMA = `
   CREATE TABLE IF NOT EXISTS documents (
     id TEXT PRIMARY KEY NOT NULL,
@@ -354,27 +337,6 @@ const SCHEMA = `
   CREATE TRIGGER IF NOT EXISTS documents_content_delete AFTER DELETE ON documents BEGIN
     DELETE FROM document_content WHERE id = old.id;
   END;
-  -- Schema 3: the tags of each unfinished document (queued or in a stage), kept by the triggers
-  -- below, so that "how many of this tag's documents are unfinished?" (the gateway asks it once a
-  -- second per tag, docs/pipeline.md "Fairness") reads that tag's entries instead of testing the
-  -- tags of every unfinished row. An entry is written when a document arrives and removed when it
-  -- is done, failed or deleted: the status changes between stages do not touch it.
-  CREATE TABLE IF NOT EXISTS unfinished_tags (
-    tag TEXT NOT NULL,
-    id TEXT NOT NULL,
-    PRIMARY KEY (tag, id)
-  ) WITHOUT ROWID;
-  CREATE TRIGGER IF NOT EXISTS documents_unfinished_insert AFTER INSERT ON documents WHEN new.status NOT IN (${FINISHED_SQL}) BEGIN
-    INSERT OR IGNORE INTO unfinished_tags (tag, id) SELECT value, new.id FROM json_each(new.container_tags);
-  END;
-  CREATE TRIGGER IF NOT EXISTS documents_unfinished_update AFTER UPDATE OF status, container_tags ON documents
-  WHEN (old.status NOT IN (${FINISHED_SQL})) IS NOT (new.status NOT IN (${FINISHED_SQL})) OR old.container_tags IS NOT new.container_tags BEGIN
-    DELETE FROM unfinished_tags WHERE old.status NOT IN (${FINISHED_SQL}) AND tag IN (SELECT value FROM json_each(old.container_tags)) AND id = old.id;
-    INSERT OR IGNORE INTO unfinished_tags (tag, id) SELECT value, new.id FROM json_each(new.container_tags) WHERE new.status NOT IN (${FINISHED_SQL});
-  END;
-  CREATE TRIGGER IF NOT EXISTS documents_unfinished_delete AFTER DELETE ON documents WHEN old.status NOT IN (${FINISHED_SQL}) BEGIN
-    DELETE FROM unfinished_tags WHERE tag IN (SELECT value FROM json_each(old.container_tags)) AND id = old.id;
-  END;
 `;
 
 function migrate(db: Database.Database): void {
@@ -385,8 +347,6 @@ function migrate(db: Database.Database): void {
   if (version === SCHEMA_VERSION) return;
   db.exec(SCHEMA);
   if (version === 1) moveContentOut(db);
-  // Schema 1 or 2 → 3: the tag entries of the unfinished documents already there (none in a new store).
-  if (version >= 1) db.exec(`INSERT OR IGNORE INTO unfinished_tags (tag, id) SELECT t.value, d.id FROM documents d, json_each(d.container_tags) t WHERE d.status NOT IN (${FINISHED_SQL})`);
   db.pragma(`user_version = ${SCHEMA_VERSION}`);
 }
 
@@ -598,25 +558,6 @@ function stringifiedEquals(alias: string, value: string, ignoreCase: boolean): S
   if (value === 'true') parts.push(`${alias}.type = 'true'`);
   if (value === 'false') parts.push(`${alias}.type = 'false'`);
   return { sql: `(${parts.join(' OR ')})`, params };
-}
-
-/**
- * A selection of unfinished documents by tags (statuses all among the unfinished ones; no
- * filepath, no metadata filter), as the FROM and WHERE of a query over unfinished_tags joined to
- * the documents (one entry per document and tag: count DISTINCT ids); null for any other
- * selection. The tag's entries are read from the index, where testing the tags of every
- * unfinished row with json_each took 9–10 ms at 132,000 documents for a tag of 20 (0.02 ms this
- * way). Only counts use it: a page (ORDER BY a date ... LIMIT) walks the date index and stops after
- * a page, where an id list would be read and sorted whole (28 → 159 ms for a page of a
- * 100,000-document tag, measured).
- */
-function unfinishedByTagOf(query: ListSelection): Sql | null {
-  if (!query.containerTags || query.containerTags.length === 0 || query.filepath !== undefined || query.filter) return null;
-  if (!query.statuses || query.statuses.length === 0 || !query.statuses.every((st) => UNFINISHED.has(st))) return null;
-  return {
-    sql: 'FROM unfinished_tags u JOIN documents d ON d.id = u.id WHERE u.tag IN (SELECT value FROM json_each(?)) AND d.status IN (SELECT value FROM json_each(?))',
-    params: [JSON.stringify(query.containerTags), JSON.stringify(query.statuses)],
-  };
 }
 
 /** The WHERE clause of a list or a count: tags, filepath, statuses and the metadata filter. */
