@@ -334,9 +334,10 @@ export function runConsumer(opts: RunnerOptions): RunningConsumer {
     loops = [pullLoop({ ...common, durable: CONSUMERS[name].durable })];
   } else {
     // The entrance: one loop per lane, sharing the capacity (LaneBudget); each acks the other
-    // lane's messages unread. Bulk work is admitted while the later stages' backlog is short.
+    // lane's messages unread. Bulk work is admitted while the later stages' backlog is short and
+    // the normal lane is not far behind.
     const budget = new LaneBudget(concurrency);
-    stopAdmission = admitBulkByBacklog(bus, budget, log);
+    stopAdmission = admitBulkByBacklog(bus, budget, log, { normalDurable: CONSUMERS[name].durable });
     loops = (['normal', 'bulk'] as const).map((lane) =>
       pullLoop({ ...common, durable: lane === 'normal' ? CONSUMERS[name].durable : bulkDurable, lane: { lane, budget }, skip: (m) => laneOf(m) !== lane }),
     );

@@ -218,6 +218,14 @@ export const BULK_ADMISSION = {
   downstream: PIPELINE.slice(1).map((r) => r.service) as StageService[],
   /** Above this many documents waiting or in work after the entrance, the bulk lane holds at most one message (it slows, never stops). */
   maxBacklog: 128,
+  /**
+   * Above this many messages not yet delivered to the entrance's normal-lane durable, the bulk
+   * lane holds at most one message too: the normal lane is far behind (documents of its own
+   * waiting, or a long run of bulk submissions to pass over before it reaches one), and bulk work
+   * would take the entrance's time from it. Loose on purpose: a busy worker often falls a few
+   * dozen messages behind a steady stream of adds for a moment (docs/pipeline.md, "Fairness").
+   */
+  maxNormalAhead: 256,
   /** How often the entrance reads that backlog. */
   pollMs: 100,
 };
