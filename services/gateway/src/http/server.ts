@@ -1,8 +1,6 @@
 import { IncomingMessage, ServerResponse, createServer, type Server } from 'node:http';
 import type { Express } from 'express';
 
-type Construct = (this: unknown, ...args: unknown[]) => void;
-
 /**
  * The gateway's HTTP server: its requests and responses are created with the app's prototypes
  * (app.request, app.response) instead of Node's, so Express's `Object.setPrototypeOf(req,
@@ -20,16 +18,14 @@ type Construct = (this: unknown, ...args: unknown[]) => void;
  */
 export function appServer(app: Express): Server {
   const protos = app as unknown as { request: object; response: object };
-  function AppRequest(this: unknown, ...args: unknown[]): void {
-    (IncomingMessage as unknown as Construct).apply(this, args);
+  return createServer({ IncomingMessage: bornWith(IncomingMessage, protos.request), ServerResponse: bornWith(ServerResponse, protos.response) }, app);
+}
+
+/** A constructor that runs `base` on the new object, whose prototype is `proto` from the start. */
+function bornWith<C>(base: C, proto: object): C {
+  function Born(this: unknown, ...args: unknown[]): void {
+    (base as unknown as (this: unknown, ...a: unknown[]) => void).apply(this, args);
   }
-  AppRequest.prototype = protos.request;
-  function AppResponse(this: unknown, ...args: unknown[]): void {
-    (ServerResponse as unknown as Construct).apply(this, args);
-  }
-  AppResponse.prototype = protos.response;
-  return createServer(
-    { IncomingMessage: AppRequest as unknown as typeof IncomingMessage, ServerResponse: AppResponse as unknown as typeof ServerResponse },
-    app,
-  );
+  Born.prototype = proto;
+  return Born as unknown as C;
 }
