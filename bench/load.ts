@@ -11,7 +11,9 @@
  *   2. ceiling B: the gateway's answer to a trivial authenticated GET at the same rate (autocannon);
  *   3. the adds: POST /v3/documents, 2 KB distinct text bodies over a few container tags, at the
  *      rate (autocannon `overallRate`), while the pipeline works through them; then how long the
- *      backlog takes to drain.
+ *      backlog takes to drain. Beside the adds, a few small tenants (--probe-rate) each add one
+ *      document under a tag of its own, as a tenant with no backlog would while a large import runs:
+ *      their time to done against the load tags' is what the lanes are for (docs/pipeline.md, "Fairness").
  * Reports offered vs achieved rate, latency p50/p90/p99/max, non-2xx and errors, documents done
  * during the window and the drain time, and the CPU each process used; one JSON line at the end.
  * Figures, not assertions.
@@ -29,7 +31,7 @@ import { makeDoc } from './bench-docs.js';
 import { intFlag } from './flags.js';
 import { cpuMs } from './proc-cpu.js';
 
-const USAGE = `usage: ./memstream bench load [--rate 1000] [--seconds 30] [--connections N] [--ceiling-seconds S] [--tags 4] [--task-type superrag|memory] [--worker-nice N] [--max-drain-seconds 900] [--json]
+const USAGE = `usage: ./memstream bench load [--rate 1000] [--seconds 30] [--connections N] [--ceiling-seconds S] [--tags 4] [--probe-rate 4] [--task-type superrag|memory] [--worker-nice N] [--max-drain-seconds 900] [--json]
 
 Adds (POST /v3/documents, 2 KB distinct text) at a fixed arrival rate for a fixed time, from autocannon, against a
 private stack started as ./memstream up starts it. Beside them, in the same run, the same rate of raw JetStream
@@ -41,6 +43,8 @@ p50/p90/p99/max, non-2xx and errors, the pipeline's progress during the window a
   --connections      HTTP connections autocannon spreads the rate over (default rate/100, at least 1; see docs/pipeline.md "Load")
   --ceiling-seconds  how long each ceiling is offered (default min(seconds, 10))
   --tags             how many container tags the documents are spread over (default 4)
+  --probe-rate       small tenants per second during the adds, each one document in a tag of its own (default 4; 0: none);
+                     their time to done is printed beside the load tags' documents'
   --task-type        the documents' taskType (default superrag: no memorizer work after indexing)
   --worker-nice      the pipeline workers' nice value (default ${DEFAULT_WORKER_NICE}, as ./memstream up without MEMSTREAM_WORKER_NICE)
   --max-drain-seconds how long to wait for the backlog after the window (default 900; then reported as not drained)
@@ -53,6 +57,7 @@ const { values } = commandArgs('bench load', USAGE, {
     connections: { type: 'string' },
     'ceiling-seconds': { type: 'string' },
     tags: { type: 'string', default: '4' },
+    'probe-rate': { type: 'string', default: '4' },
     'task-type': { type: 'string', default: 'superrag' },
     'worker-nice': { type: 'string', default: String(DEFAULT_WORKER_NICE) },
     'max-drain-seconds': { type: 'string', default: '900' },
@@ -65,6 +70,7 @@ const SECONDS = intFlag('load', 'seconds', values.seconds, 1, 3600);
 const CONNECTIONS = intFlag('load', 'connections', values.connections ?? String(Math.max(1, Math.ceil(RATE / 100))), 1, 10_000);
 const CEILING_SECONDS = intFlag('load', 'ceiling-seconds', values['ceiling-seconds'] ?? String(Math.min(SECONDS, 10)), 1, 3600);
 const TAGS = intFlag('load', 'tags', values.tags, 1, 1000);
+const PROBE_RATE = intFlag('load', 'probe-rate', values['probe-rate'], 0, 100);
 const NICE = intFlag('load', 'worker-nice', values['worker-nice'], 0, 19);
 const MAX_DRAIN = intFlag('load', 'max-drain-seconds', values['max-drain-seconds'], 0, 86_400);
 const TASK_TYPE = values['task-type'];
@@ -142,6 +148,43 @@ async function cannon(opts: { url: string; method: 'GET' | 'POST'; apiKey: strin
     latencyMs: { p50: result.latency.p50, p90: result.latency.p90, p99: result.latency.p99, max: result.latency.max },
     rawLatencyMs: { p50: ms(pct(raw, 50)), p90: ms(pct(raw, 90)), p99: ms(pct(raw, 99)), max: ms(raw.at(-1) ?? NaN) },
   };
+}
+
+/**
+ * Small tenants while the adds run: every 1/PROBE_RATE s one document under a tag no other
+ * document has (a tenant with no backlog, so the normal lane), each add on its own connection
+ * rather than autocannon's. The ids of those accepted, and the refusals.
+ */
+async function probe(url: string, apiKey: string, seconds: number): Promise<{ ids: string[]; refused: number }> {
+  const ids: string[] = [];
+  let refused = 0;
+  const sends: Promise<void>[] = [];
+  const t0 = performance.now();
+  for (let k = 0; k < PROBE_RATE * seconds; k++) {
+    const wait = t0 + (k * 1000) / PROBE_RATE - performance.now();
+    if (wait > 0) await new Promise((r) => setTimeout(r, wait));
+    const body = JSON.stringify({ content: makeDoc(20_000_000 + k), containerTag: `probe-${k}`, taskType: TASK_TYPE });
+    sends.push(
+      fetch(`${url}/v3/documents`, { method: 'POST', headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' }, body }).then(
+        async (r) => {
+          if (r.ok) ids.push(((await r.json()) as { id: string }).id);
+          else refused++;
+        },
+        () => void refused++,
+      ),
+    );
+  }
+  await Promise.all(sends);
+  return { ids, refused };
+}
+
+/** Seconds from submission to done (the view's createdAt: the submission's time; a done view's updatedAt: its indexed event's). */
+const secondsToDone = (v: { createdAt: string; updatedAt: string }) => (Date.parse(v.updatedAt) - Date.parse(v.createdAt)) / 1000;
+
+function spread(xs: number[]): { n: number; p50: number; p90: number; p99: number; max: number } {
+  const s = [...xs].sort((a, b) => a - b);
+  const r = (x: number) => +x.toFixed(2);
+  return { n: s.length, p50: r(pct(s, 50)), p90: r(pct(s, 90)), p99: r(pct(s, 99)), max: r(s.at(-1) ?? NaN) };
 }
 
 async function main(): Promise<void> {
@@ -230,7 +273,10 @@ async function main(): Promise<void> {
     const views = SqliteDocumentViews.open(path.join(dir, 'views.sqlite'));
     const addCpu = cpuOf();
     const a0 = performance.now();
-    const add = await cannon({ url: `${url}/v3/documents`, method: 'POST', apiKey, seconds: SECONDS, body: addBody });
+    const [add, probed] = await Promise.all([
+      cannon({ url: `${url}/v3/documents`, method: 'POST', apiKey, seconds: SECONDS, body: addBody }),
+      probe(url, apiKey, SECONDS),
+    ]);
     const addSecs = (performance.now() - a0) / 1000;
     const addCpuPct = cpuSince(addCpu, addSecs);
     const atEnd = await views.countByStatus();
@@ -243,7 +289,7 @@ async function main(): Promise<void> {
     const deadline = Date.now() + MAX_DRAIN * 1000;
     const tally = (c: Record<string, number>) => ({ all: Object.values(c).reduce((a, b) => a + b, 0), finished: (c.done ?? 0) + (c.failed ?? 0) });
     let counts = atEnd;
-    const finished = () => tally(counts).finished >= Math.max(add.ok, tally(counts).all);
+    const finished = () => tally(counts).finished >= Math.max(add.ok + probed.ids.length, tally(counts).all);
     while (!finished() && Date.now() < deadline) {
       await new Promise((r) => setTimeout(r, 100));
       counts = await views.countByStatus();
@@ -251,7 +297,16 @@ async function main(): Promise<void> {
     const drainSecs = (performance.now() - d0) / 1000;
     const drainCpuPct = cpuSince(drainCpu, drainSecs);
     const drained = finished();
-    const accepted = Math.max(add.ok, tally(counts).all);
+    const accepted = Math.max(add.ok + probed.ids.length, tally(counts).all);
+    // Time to done: the small tenants' documents against the load tags'.
+    const probeIds = new Set(probed.ids);
+    const probeTimes: number[] = [];
+    const loadTimes: number[] = [];
+    for await (const v of views.all()) {
+      if (v.status !== 'done') continue;
+      if (probeIds.has(v.id)) probeTimes.push(secondsToDone(v));
+      else loadTimes.push(secondsToDone(v));
+    }
     await views.close();
     await bus.close();
 
@@ -277,6 +332,8 @@ async function main(): Promise<void> {
         failed: counts.failed,
         endToEndDocsPerSec: drained ? Math.round(accepted / (addSecs + drainSecs)) : null,
       },
+      // Seconds from submission to done; probes: one document per new tag, PROBE_RATE per second during the adds.
+      timeToDoneSecs: { probes: { rate: PROBE_RATE, accepted: probed.ids.length, refused: probed.refused, ...spread(probeTimes) }, loadTags: spread(loadTimes) },
       ceilingJetStreamPublish: jetstream,
       ceilingAuthenticatedGet: get,
       addP99VsJetStreamP99: +(add.latencyMs.p99 / jetstream.latencyMs.p99).toFixed(2),
@@ -287,6 +344,7 @@ async function main(): Promise<void> {
     if (!values.json) {
       const leg = (name: string, l: Leg) =>
         `  ${name.padEnd(28)} offered ${l.offeredPerSec}/s, achieved ${l.achievedPerSec}/s; p50 ${l.latencyMs.p50} ms, p90 ${l.latencyMs.p90} ms, p99 ${l.latencyMs.p99} ms, max ${l.latencyMs.max} ms${l.rawLatencyMs ? ` (uncorrected: p50 ${l.rawLatencyMs.p50}, p90 ${l.rawLatencyMs.p90}, p99 ${l.rawLatencyMs.p99} ms)` : ''}; ${l.ok} ok, non-2xx ${l.non2xx}, errors ${l.errors}, timeouts ${l.timeouts}`;
+      const secs = (t: { p50: number; p90: number; p99: number; max: number }) => `p50 ${t.p50} s, p90 ${t.p90} s, p99 ${t.p99} s, max ${t.max} s`;
       const cpu = (c: Record<string, number>) =>
         Object.entries(c)
           .sort((a, b) => b[1] - a[1])
@@ -300,6 +358,12 @@ async function main(): Promise<void> {
           leg(`ceiling: JetStream publish`, jetstream),
           leg(`ceiling: authenticated GET`, get),
           `  pipeline                     ${doneInWindow} of ${accepted} accepted documents done during the window; ${drained ? `the backlog drained ${drainSecs.toFixed(1)} s after it` : `not drained after ${MAX_DRAIN} s (${counts.done} done, ${counts.failed} failed)`}; failed ${counts.failed}`,
+          ...(PROBE_RATE > 0
+            ? [
+                `  time to done                 small tenants (${probed.ids.length} documents, each in a tag of its own, ${PROBE_RATE}/s during the adds${probed.refused ? `, ${probed.refused} refused` : ''}): ${secs(result.timeToDoneSecs.probes)}`,
+                `                               the ${TAGS} load tags' documents: ${secs(result.timeToDoneSecs.loadTags)}`,
+              ]
+            : []),
           `  CPU, % of one core, adds     ${cpu(addCpuPct)}`,
           `  CPU, % of one core, drain    ${cpu(drainCpuPct)}`,
           `  CPU, % of one core, ceilings JetStream: ${cpu(pubCpuPct)}; GET: ${cpu(getCpuPct)}`,
