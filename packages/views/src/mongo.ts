@@ -130,12 +130,18 @@ export class MongoDocumentViews implements DocumentViews {
     return { items: docs.map(fromStored), total };
   }
 
-  async countAtMost(query: ListSelection, atMost: number): Promise<number> {
+  async countByTag(statuses: readonly DocumentStatus[]): Promise<Map<string, number>> {
     this.assertOpen();
-    checkCount('atMost', atMost);
-    // countDocuments reads limit 0 as "no limit".
-    if (atMost === 0) return 0;
-    return this.docs.countDocuments(listQueryToMongo(query) as Filter<StoredView>, { limit: atMost });
+    // A tag listed twice on one document counts once, as in SQLite.
+    const groups = await this.docs
+      .aggregate<{ _id: string; n: number }>([
+        { $match: { status: { $in: [...statuses] } } },
+        { $project: { tags: { $setUnion: ['$containerTags', []] } } },
+        { $unwind: '$tags' },
+        { $group: { _id: '$tags', n: { $sum: 1 } } },
+      ])
+      .toArray();
+    return new Map(groups.map((g) => [g._id, g.n]));
   }
 
   async countByStatus(): Promise<Record<DocumentStatus, number>> {

@@ -53,7 +53,7 @@ export interface ListQuery {
   offset: number;
 }
 
-/** What a list selects, without its order and paging: what `countAtMost` counts. */
+/** What a list selects, without its order and paging. */
 export type ListSelection = Pick<ListQuery, 'containerTags' | 'statuses' | 'filter' | 'filepath'>;
 
 /** The adapters' rule for a count argument (limit, offset, atMost): a RangeError unless a non-negative safe integer. */
@@ -86,12 +86,14 @@ export interface DocumentViews {
   /** One page of the matching documents, and how many match in all (ignoring limit and offset). */
   list(query: ListQuery): Promise<{ items: DocumentView[]; total: number }>;
   /**
-   * How many documents match the query's tags, statuses, filter and filepath, counting no further
-   * than `atMost`: for a question like "more than N?" that must stay cheap however many match (the
-   * gateway asks it of every busy tag each second, and `list`'s exact total of a large backlog took
-   * tens of milliseconds of its event loop in SQLite).
+   * How many documents in one of `statuses` each container tag has; a tag with none is absent. The
+   * gateway reads it once a second for every tag at once (its lanes, docs/pipeline.md "Fairness"):
+   * one pass over those documents however many tags ask, where a count per tag cost a pass over
+   * the whole backlog for every quiet tag. Not a snapshot: a document that changes status during
+   * the read may be counted in both or in neither, and the store's other callers are not held up
+   * by it (SQLite reads it in pages, yielding between them).
    */
-  countAtMost(query: ListSelection, atMost: number): Promise<number>;
+  countByTag(statuses: readonly DocumentStatus[]): Promise<Map<string, number>>;
   /** How many documents are in each status; every status is present, zero included. */
   countByStatus(): Promise<Record<DocumentStatus, number>>;
   /** Every document, in id order: for replay comparison and export. */

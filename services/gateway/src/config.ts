@@ -28,8 +28,8 @@ export const Config = z.object({
   MEMSTREAM_MAX_ANSWER_BYTES: z.coerce.number().int().min(1024).default(32 * 1024 * 1024),
   /**
    * Fairness (docs/pipeline.md): a submission whose tag already has more than this many documents
-   * not yet done goes in the bulk lane. The count is read from the view at most once per
-   * MEMSTREAM_BULK_LANE_CACHE_MS per tag.
+   * not yet done goes in the bulk lane. Every tag's count is read from the view in one pass, at
+   * most once per MEMSTREAM_BULK_LANE_CACHE_MS.
    */
   MEMSTREAM_BULK_LANE_THRESHOLD: z.coerce.number().int().min(0).default(64),
   MEMSTREAM_BULK_LANE_CACHE_MS: z.coerce.number().int().min(0).max(60_000).default(1000),
