@@ -6,47 +6,62 @@ import type { SubmissionLanes } from '../handlers/documents.js';
  * The lane of each submission (docs/pipeline.md, "Fairness"): `bulk` when one of its tags
  * already has more than `threshold` documents not yet done, else `normal`.
  *
- * The counts are the view's (queued or in a stage), every tag's in one read, at most once per
- * `cacheMs` whichever tags ask: a count per tag read the whole backlog for every quiet tag (a
+ * The counts are the view's (queued or in a stage), every tag's in one read, started at most once
+ * per `cacheMs` whichever tags ask: a count per tag read the whole backlog for every quiet tag (a
  * small tenant adding one document while a large import waited cost 8 ms of the event loop at
  * 24,000 waiting), so many small tenants at once would have taken the gateway's time from every
- * request. On top of the read, the submissions this gateway placed for each tag since the read
- * before it: the view lags the log by the projection's delay, and a burst of adds (or the items of
- * one batch) arrives faster than it, so a read alone would miss the newest. Those of the earlier
- * window the view already has are counted twice: the error is towards `bulk`, and only for a tag
- * that submits many documents in two windows. A document without tags (only the admin key makes
- * them) is not a tenant's backlog: always normal.
+ * request. A read takes a while (in pages, ~12 ms at 24,000 waiting), and submissions do not wait
+ * for it: while it runs they are decided on the read before it; only the first ever waits.
+ *
+ * On top of a read, the submissions this gateway placed for each tag since it started, and those
+ * of the window before it when that one was just before: the view lags the log by the
+ * projection's delay, and a burst of adds (or the items of one batch) arrives faster than it, so a
+ * read alone would miss the newest. Some are then counted twice (the view already has them): the
+ * error is towards `bulk`, and only for a tag that submits many documents in a few seconds. A
+ * document without tags (only the admin key makes them) is not a tenant's backlog: always normal.
  */
 export function viewLanes(views: Pick<DocumentViews, 'countByTag'>, opts: { threshold: number; cacheMs: number; now?: () => number }): SubmissionLanes {
   const now = opts.now ?? (() => performance.now());
-  type Window = { at: number; counts: Promise<Map<string, number>>; since: Map<string, number>; before: Map<string, number> };
-  let current: Window | null = null;
-  const window = (): Window => {
-    if (!current || now() - current.at >= opts.cacheMs) {
-      // The previous window's submissions, if it was the one just before (else the view has them).
-      const before = current && now() - current.at < 2 * opts.cacheMs ? current.since : new Map<string, number>();
-      const w: Window = { at: now(), counts: views.countByTag(IN_PROGRESS_STATUSES), since: new Map(), before };
-      current = w;
-      // A failed read is not kept: the next submission reads again.
-      w.counts.catch(() => current === w && (current = null));
-    }
-    return current;
+  type Window = { at: number; since: Map<string, number>; counts: Map<string, number> | null; failed: boolean; read: Promise<void> };
+  /** The newest windows, oldest first: enough to find the newest read that has landed and the window before it. */
+  const windows: Window[] = [];
+  const open = (): Window => {
+    const newest = windows.at(-1);
+    if (newest && !newest.failed && now() - newest.at < opts.cacheMs) return newest;
+    const w: Window = { at: now(), since: new Map(), counts: null, failed: false, read: Promise.resolve() };
+    w.read = views.countByTag(IN_PROGRESS_STATUSES).then(
+      (counts) => void (w.counts = counts),
+      // A failed read is not kept: the next submission starts another.
+      () => void (w.failed = true),
+    );
+    windows.push(w);
+    if (windows.length > 3) windows.shift();
+    return w;
+  };
+  /** The newest window whose read has landed, waiting for the current one only if none has. */
+  const landed = async (current: Window): Promise<number> => {
+    for (let k = windows.length - 1; k >= 0; k--) if (windows[k]!.counts) return k;
+    await current.read;
+    return current.counts ? windows.indexOf(current) : -1;
   };
   return {
     async laneFor(containerTags) {
       if (containerTags.length === 0) return 'normal';
-      const w = window();
+      const current = open();
       let lane: 'normal' | 'bulk' = 'normal';
-      try {
-        const counts = await w.counts;
+      const k = await landed(current);
+      // The view cannot be read (k < 0): fairness is best effort, the submission is not refused for it.
+      if (k >= 0) {
+        const read = windows[k]!;
+        const before = k > 0 && read.at - windows[k - 1]!.at < 2 * opts.cacheMs ? [windows[k - 1]!] : [];
+        const counted = [...before, ...windows.slice(k)];
         for (const tag of containerTags) {
-          if ((counts.get(tag) ?? 0) + (w.before.get(tag) ?? 0) + (w.since.get(tag) ?? 0) > opts.threshold) lane = 'bulk';
+          const n = counted.reduce((sum, w) => sum + (w.since.get(tag) ?? 0), read.counts!.get(tag) ?? 0);
+          if (n > opts.threshold) lane = 'bulk';
         }
-      } catch {
-        // The view cannot be read: fairness is best effort, the submission is not refused for it.
       }
-      // This submission counts for its tags from now on, for this window and the next.
-      for (const tag of new Set(containerTags)) w.since.set(tag, (w.since.get(tag) ?? 0) + 1);
+      // This submission counts for its tags from now on, in the window it arrived in.
+      for (const tag of new Set(containerTags)) current.since.set(tag, (current.since.get(tag) ?? 0) + 1);
       return lane;
     },
   };

@@ -57,9 +57,32 @@ describe('viewLanes: which lane a submission goes in', () => {
     t = 1000;
     expect(await lanes.laneFor(['t'])).toBe('bulk');
     expect(views.reads).toBe(2);
-    // Two windows on, with the view showing them done: normal again.
+    // Later, with the view showing them done: the first submission starts a read and is decided on
+    // the last one (which had not seen them), the next ones on the new read: normal again.
     t = 5000;
+    expect(await lanes.laneFor(['t'])).toBe('bulk');
+    await new Promise((r) => setImmediate(r));
+    expect(views.reads).toBe(3);
     expect(await lanes.laneFor(['t'])).toBe('normal');
+  });
+
+  it('a submission does not wait for a read while an earlier one has landed; only the first ever waits', async () => {
+    let t = 0;
+    const pending: Array<(m: Map<string, number>) => void> = [];
+    const views = { countByTag: () => new Promise<Map<string, number>>((resolve) => pending.push(resolve)) };
+    const lanes = viewLanes(views, { threshold: 64, cacheMs: 1000, now: () => t });
+    const first = lanes.laneFor(['busy']);
+    let settled = false;
+    void first.then(() => (settled = true));
+    await new Promise((r) => setImmediate(r));
+    expect(settled).toBe(false);
+    pending[0]!(new Map([['busy', 100]]));
+    expect(await first).toBe('bulk');
+    // The next window's read never lands here: submissions go on, decided on the first read.
+    t = 1000;
+    expect(await lanes.laneFor(['busy'])).toBe('bulk');
+    expect(await lanes.laneFor(['quiet'])).toBe('normal');
+    expect(pending).toHaveLength(2);
   });
 
   it('a view that cannot be read makes a submission normal, and is read again next time', async () => {
