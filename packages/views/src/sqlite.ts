@@ -5,7 +5,7 @@ import { DOCUMENT_STATUSES } from '@memstream/contracts';
 import type { DocumentStatus, FilterCondition, FilterExpr } from '@memstream/contracts';
 import { checkCount, type DocumentView, type DocumentViews, type ListQuery, type ListSelection, type ViewWrite } from './port.js';
 
-const SCHEMA_VERSION = 2;
+const SCHEMA_VERSION = 3;
 const PAGE_SIZE = 100;
 /**
  * Documents per page of countByTag: each page is a short synchronous read (~0.5 ms), and the
@@ -13,6 +13,14 @@ const PAGE_SIZE = 100;
  * the requests of the gateway that asks it.
  */
 const TAG_COUNT_PAGE = 1000;
+/**
+ * A selection by tags with at most this many documents reads their ids from document_tags and
+ * sorts them (~1 µs a document); one with more scans the documents in the sort's order, testing
+ * each one's tags (~0.2 µs a document, and a page stops early). Among 132,000 documents a tag
+ * of 20 was listed in 0.07 ms instead of 68 ms, while a tag of 118,800 would take 117 ms
+ * through the index against 24 ms by the scan.
+ */
+const TAG_INDEX_MAX = 5000;
 /** Views kept in memory by the writer (see `cache`): the documents in flight, a few KB each. */
 const CACHE_MAX = 4096;
 /** A view whose content is longer than this is not kept (4096 extracted 50 MB uploads would not fit in memory): it is read again. */
@@ -99,6 +107,7 @@ export class SqliteDocumentViews implements DocumentViews {
   private readonly firstPageStmt: Database.Statement<[number], Row>;
   private readonly nextPageStmt: Database.Statement<[string, number], Row>;
   private readonly countStmt: Database.Statement<[], { status: string; n: number }>;
+  private readonly taggedStmt: Database.Statement<[string, number], { n: number }>;
   private readonly pageEndStmt: Database.Statement<[string, string, string, number], { created_at: string; id: string }>;
   private readonly tagsToStmt: Database.Statement<[string, string, string, string, string], { tags: string; n: number }>;
   private readonly tagsFromStmt: Database.Statement<[string, string, string], { tags: string; n: number }>;
@@ -107,7 +116,10 @@ export class SqliteDocumentViews implements DocumentViews {
   private readonly cache = new Map<string, Cached>();
   private cacheDataVersion = -1;
 
-  private constructor(private readonly db: Database.Database) {
+  private constructor(
+    private readonly db: Database.Database,
+    private readonly tagIndexMax: number,
+  ) {
     this.getStmt = db.prepare(`SELECT ${COLUMNS} FROM ${FROM} WHERE d.id = ?`);
     this.insertStmt = db.prepare(
       `INSERT INTO documents (id, ${FIELD_COLUMNS.join(', ')}, version) VALUES (?, ${FIELD_COLUMNS.map(() => '?').join(', ')}, ?) ON CONFLICT(id) DO NOTHING`,
@@ -122,6 +134,7 @@ export class SqliteDocumentViews implements DocumentViews {
     this.firstPageStmt = db.prepare(`SELECT ${COLUMNS} FROM ${FROM} ORDER BY d.id LIMIT ?`);
     this.nextPageStmt = db.prepare(`SELECT ${COLUMNS} FROM ${FROM} WHERE d.id > ? ORDER BY d.id LIMIT ?`);
     this.countStmt = db.prepare('SELECT status, count(*) AS n FROM documents GROUP BY status');
+    this.taggedStmt = db.prepare('SELECT count(*) AS n FROM (SELECT 1 FROM document_tags WHERE tag IN (SELECT value FROM json_each(?)) LIMIT ?)');
     // countByTag: keyset pages of one status along documents_status_created (the page's last key
     // from the index alone, then its documents grouped by tag list), so no statement stays open
     // between pages and SQLite, not JavaScript, counts the rows (a row object each cost twice as much).
@@ -134,7 +147,8 @@ export class SqliteDocumentViews implements DocumentViews {
   }
 
   /** Open (creating if needed) the view store at `path`; safe to call from several processes at once. */
-  static open(path: string): SqliteDocumentViews {
+  /** `tagIndexMax`: see TAG_INDEX_MAX (the tests set it to read selections by tags both ways). */
+  static open(path: string, opts: { tagIndexMax?: number } = {}): SqliteDocumentViews {
     if (path !== ':memory:' && !path.startsWith('file:')) mkdirSync(dirname(path), { recursive: true });
     const db = new Database(path);
     try {
@@ -146,7 +160,7 @@ export class SqliteDocumentViews implements DocumentViews {
       registerFunctions(db);
       // IMMEDIATE takes the write lock up front, so two processes creating the schema serialise instead of deadlocking.
       db.transaction(() => migrate(db)).immediate();
-      return new SqliteDocumentViews(db);
+      return new SqliteDocumentViews(db, opts.tagIndexMax ?? TAG_INDEX_MAX);
     } catch (err) {
       db.close();
       throw err;
@@ -276,19 +290,29 @@ export class SqliteDocumentViews implements DocumentViews {
   async list(query: ListQuery): Promise<{ items: DocumentView[]; total: number }> {
     checkCount('limit', query.limit);
     checkCount('offset', query.offset);
-    const { whereSql, params } = whereOf(query);
     const column = query.sort === 'createdAt' ? 'd.created_at' : 'd.updated_at';
     const dir = query.order === 'asc' ? 'ASC' : 'DESC';
-    const countStmt = this.db.prepare<unknown[], { n: number }>(`SELECT count(*) AS n FROM documents d ${whereSql}`);
-    const pageStmt = this.db.prepare<unknown[], Row>(
-      `SELECT ${COLUMNS} FROM ${FROM} ${whereSql} ORDER BY ${column} ${dir}, d.id ${dir} LIMIT ? OFFSET ?`,
-    );
     // One read transaction: the page and the total come from the same snapshot even while the writer commits.
     return this.db.transaction(() => {
+      const { whereSql, params } = whereOf(query, this.fewTagged(query.containerTags));
+      const countStmt = this.db.prepare<unknown[], { n: number }>(`SELECT count(*) AS n FROM documents d ${whereSql}`);
+      const pageStmt = this.db.prepare<unknown[], Row>(
+        `SELECT ${COLUMNS} FROM ${FROM} ${whereSql} ORDER BY ${column} ${dir}, d.id ${dir} LIMIT ? OFFSET ?`,
+      );
       const total = countStmt.get(...params)?.n ?? 0;
       const items = pageStmt.all(...params, query.limit, query.offset).map(fromRow);
       return { items, total };
     })();
+  }
+
+  /**
+   * Whether the asked tags have at most tagIndexMax documents between them (by document_tags,
+   * reading no further than one past it): then a selection reads them from the tag index rather
+   * than testing every document's tags.
+   */
+  private fewTagged(tags: string[] | undefined): boolean {
+    if (!tags || tags.length === 0) return false;
+    return (this.taggedStmt.get(JSON.stringify(tags), this.tagIndexMax + 1)?.n ?? 0) <= this.tagIndexMax;
   }
 
   async countByTag(statuses: readonly DocumentStatus[]): Promise<Map<string, number>> {
@@ -370,6 +394,27 @@ const SCHEMA = `
   CREATE TRIGGER IF NOT EXISTS documents_content_delete AFTER DELETE ON documents BEGIN
     DELETE FROM document_content WHERE id = old.id;
   END;
+  -- Schema 3: every document's tags, for selections by a tag with few documents among many (see
+  -- TAG_INDEX_MAX). Kept by triggers, so every writer keeps it (the projection, replay, a delete
+  -- through the gateway); they fire when a document is made or deleted and when its tags change,
+  -- not on the status changes that rewrite its row as it moves through the stages. A row is found
+  -- by its (tag, id) key from the document's old tags: no second index to write.
+  CREATE TABLE IF NOT EXISTS document_tags (
+    tag TEXT NOT NULL,
+    id TEXT NOT NULL,
+    PRIMARY KEY (tag, id)
+  ) WITHOUT ROWID;
+  CREATE TRIGGER IF NOT EXISTS documents_tags_insert AFTER INSERT ON documents BEGIN
+    INSERT OR IGNORE INTO document_tags (tag, id) SELECT value, new.id FROM json_each(new.container_tags);
+  END;
+  CREATE TRIGGER IF NOT EXISTS documents_tags_update AFTER UPDATE OF container_tags ON documents
+  WHEN new.container_tags IS NOT old.container_tags BEGIN
+    DELETE FROM document_tags WHERE tag IN (SELECT value FROM json_each(old.container_tags)) AND id = old.id;
+    INSERT OR IGNORE INTO document_tags (tag, id) SELECT value, new.id FROM json_each(new.container_tags);
+  END;
+  CREATE TRIGGER IF NOT EXISTS documents_tags_delete AFTER DELETE ON documents BEGIN
+    DELETE FROM document_tags WHERE tag IN (SELECT value FROM json_each(old.container_tags)) AND id = old.id;
+  END;
 `;
 
 function migrate(db: Database.Database): void {
@@ -380,6 +425,8 @@ function migrate(db: Database.Database): void {
   if (version === SCHEMA_VERSION) return;
   db.exec(SCHEMA);
   if (version === 1) moveContentOut(db);
+  // Schema 2 → 3: the tags of the documents already there (a new store has none).
+  if (version >= 1 && version < 3) db.exec('INSERT OR IGNORE INTO document_tags (tag, id) SELECT t.value, d.id FROM documents d, json_each(d.container_tags) t');
   db.pragma(`user_version = ${SCHEMA_VERSION}`);
 }
 
@@ -594,12 +641,14 @@ function stringifiedEquals(alias: string, value: string, ignoreCase: boolean): S
 }
 
 /** The WHERE clause of a list or a count: tags, filepath, statuses and the metadata filter. */
-function whereOf(query: ListSelection): { whereSql: string; params: unknown[] } {
+function whereOf(query: ListSelection, byTagIndex: boolean): { whereSql: string; params: unknown[] } {
   const where: Sql[] = [];
   if (query.containerTags && query.containerTags.length > 0) {
     // One JSON-array parameter however many tags are asked for, so no query nears SQLite's parameter limit.
     where.push({
-      sql: 'EXISTS (SELECT 1 FROM json_each(d.container_tags) t WHERE t.value IN (SELECT value FROM json_each(?)))',
+      sql: byTagIndex
+        ? 'd.id IN (SELECT id FROM document_tags WHERE tag IN (SELECT value FROM json_each(?)))'
+        : 'EXISTS (SELECT 1 FROM json_each(d.container_tags) t WHERE t.value IN (SELECT value FROM json_each(?)))',
       params: [JSON.stringify(query.containerTags)],
     });
   }
