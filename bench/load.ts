@@ -86,6 +86,11 @@ function pct(sorted: number[], p: number): number {
 
 const ms = (x: number) => +x.toFixed(2);
 
+/** p50, p90, p99 and max of values sorted in ascending order, to 0.01. */
+function quantiles(sorted: number[]): Latency {
+  return { p50: ms(pct(sorted, 50)), p90: ms(pct(sorted, 90)), p99: ms(pct(sorted, 99)), max: ms(sorted.at(-1) ?? NaN) };
+}
+
 interface Latency {
   p50: number;
   p90: number;
@@ -146,7 +151,7 @@ async function cannon(opts: { url: string; method: 'GET' | 'POST'; apiKey: strin
     errors: result.errors,
     timeouts: result.timeouts,
     latencyMs: { p50: result.latency.p50, p90: result.latency.p90, p99: result.latency.p99, max: result.latency.max },
-    rawLatencyMs: { p50: ms(pct(raw, 50)), p90: ms(pct(raw, 90)), p99: ms(pct(raw, 99)), max: ms(raw.at(-1) ?? NaN) },
+    rawLatencyMs: quantiles(raw),
   };
 }
 
@@ -181,10 +186,8 @@ async function probe(url: string, apiKey: string, seconds: number): Promise<{ id
 /** Seconds from submission to done (the view's createdAt: the submission's time; a done view's updatedAt: its indexed event's). */
 const secondsToDone = (v: { createdAt: string; updatedAt: string }) => (Date.parse(v.updatedAt) - Date.parse(v.createdAt)) / 1000;
 
-function spread(xs: number[]): { n: number; p50: number; p90: number; p99: number; max: number } {
-  const s = [...xs].sort((a, b) => a - b);
-  const r = (x: number) => +x.toFixed(2);
-  return { n: s.length, p50: r(pct(s, 50)), p90: r(pct(s, 90)), p99: r(pct(s, 99)), max: r(s.at(-1) ?? NaN) };
+function spread(xs: number[]): Latency & { n: number } {
+  return { n: xs.length, ...quantiles([...xs].sort((a, b) => a - b)) };
 }
 
 async function main(): Promise<void> {
@@ -261,7 +264,7 @@ async function main(): Promise<void> {
       non2xx: 0,
       errors: pubErrors,
       timeouts: 0,
-      latencyMs: { p50: ms(pct(pubLat, 50)), p90: ms(pct(pubLat, 90)), p99: ms(pct(pubLat, 99)), max: ms(pubLat.at(-1) ?? NaN) },
+      latencyMs: quantiles(pubLat),
     };
 
     // Ceiling B: a trivial authenticated GET (the documents in flight: none yet) at the rate.

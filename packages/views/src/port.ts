@@ -56,7 +56,7 @@ export interface ListQuery {
 /** What a list selects, without its order and paging. */
 export type ListSelection = Pick<ListQuery, 'containerTags' | 'statuses' | 'filter' | 'filepath'>;
 
-/** The adapters' rule for a count argument (limit, offset, atMost): a RangeError unless a non-negative safe integer. */
+/** The adapters' rule for a count argument (limit, offset): a RangeError unless a non-negative safe integer. */
 export function checkCount(name: string, n: number): void {
   if (!Number.isSafeInteger(n) || n < 0) throw new RangeError(`${name} must be a non-negative integer, got ${n}`);
 }

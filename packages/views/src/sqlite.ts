@@ -640,7 +640,7 @@ function stringifiedEquals(alias: string, value: string, ignoreCase: boolean): S
   return { sql: `(${parts.join(' OR ')})`, params };
 }
 
-/** The WHERE clause of a list or a count: tags, filepath, statuses and the metadata filter. */
+/** The WHERE clause of a list (its page and its total): tags, filepath, statuses and the metadata filter; tags through document_tags when `byTagIndex`. */
 function whereOf(query: ListSelection, byTagIndex: boolean): { whereSql: string; params: unknown[] } {
   const where: Sql[] = [];
   if (query.containerTags && query.containerTags.length > 0) {
