@@ -34,6 +34,14 @@ export const Config = z.object({
   MEMSTREAM_BULK_LANE_THRESHOLD: z.coerce.number().int().min(0).default(64),
   MEMSTREAM_BULK_LANE_CACHE_MS: z.coerce.number().int().min(0).max(60_000).default(1000),
   /**
+   * A crowded normal lane: while more than MEMSTREAM_BULK_LANE_CROWDED_AT documents wait in it
+   * (not yet delivered to the entrance's normal durable, or waiting or in work after it, read in
+   * the same window as the counts), a tag with more than MEMSTREAM_BULK_LANE_CROWDED_THRESHOLD
+   * not yet done goes in the bulk lane: many mid-sized tenants at once do not hold up a small one.
+   */
+  MEMSTREAM_BULK_LANE_CROWDED_AT: z.coerce.number().int().min(0).default(256),
+  MEMSTREAM_BULK_LANE_CROWDED_THRESHOLD: z.coerce.number().int().min(0).default(1),
+  /**
    * Every add reads its tags' entityContext and its scope's settings (NATS KV). They are cached:
    * a change made through this gateway process is seen at once, one made through another as soon
    * as the bucket's watch reports it (milliseconds), and no value is used older than this.

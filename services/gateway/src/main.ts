@@ -3,11 +3,12 @@ import { shutdownTelemetry } from '@memstream/telemetry';
 import path from 'node:path';
 import { mkdirSync } from 'node:fs';
 import type { Server } from 'node:http';
-import { blobStore, connectBus, ensureTopology, kvRateLimiter, within } from '@memstream/bus';
+import { blobStore, connectBus, ensureTopology, kvRateLimiter, readAdmission, within } from '@memstream/bus';
 import { openChunkIndex } from '@memstream/chunk-index';
 import { embedderConfigFrom, loadEmbedder, modelCache, rerankerFrom, sharedRateLimitFrom } from '@memstream/embedder';
 import { createLogger, errorMessage, onShutdown } from '@memstream/kit';
 import { openDocumentViews } from '@memstream/views';
+import { CONSUMERS, PIPELINE } from '@memstream/contracts';
 import { viewLanes } from './adapters/lanes.js';
 import { loadConfig } from './config.js';
 import { createApp } from './app.js';
@@ -64,7 +65,19 @@ try {
   const tagContexts = await kvTagContexts(bus, { cacheMs: config.MEMSTREAM_KV_CACHE_MS, log });
   const settings = await kvSettings(bus, { cacheMs: config.MEMSTREAM_KV_CACHE_MS, log });
   const ports = { views, index: active.deletes, blobs, events: jetstreamEventLog(bus), tagContexts, settings,
-    lanes: viewLanes(views, { threshold: config.MEMSTREAM_BULK_LANE_THRESHOLD, cacheMs: config.MEMSTREAM_BULK_LANE_CACHE_MS }),
+    lanes: viewLanes(views, {
+      threshold: config.MEMSTREAM_BULK_LANE_THRESHOLD,
+      cacheMs: config.MEMSTREAM_BULK_LANE_CACHE_MS,
+      // The normal lane's own backlog, from the same consumer infos the entrance admits bulk work by.
+      crowding: {
+        read: async () => {
+          const r = await readAdmission(bus, CONSUMERS[PIPELINE[0].service].durable);
+          return r.normalAhead + r.backlog;
+        },
+        at: config.MEMSTREAM_BULK_LANE_CROWDED_AT,
+        threshold: config.MEMSTREAM_BULK_LANE_CROWDED_THRESHOLD,
+      },
+    }),
     now: () => new Date(),
   };
   // Scoped API keys (NATS KV, watched), their shared rate limits, and the key.expiring notices.

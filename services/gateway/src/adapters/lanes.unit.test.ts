@@ -98,4 +98,50 @@ describe('viewLanes: which lane a submission goes in', () => {
     fail = false;
     expect(await lanes.laneFor(['x'])).toBe('bulk');
   });
+
+  it('a crowded normal lane lowers the threshold: only tags with almost nothing waiting stay normal', async () => {
+    let t = 0;
+    let normalBacklog = 300;
+    let backlogReads = 0;
+    const views = fakeViews({ mid: 5, small: 4, import: 10_000 });
+    const crowding = { read: async () => (backlogReads++, normalBacklog), at: 256, threshold: 4 };
+    const lanes = viewLanes(views, { threshold: 64, cacheMs: 1000, now: () => t, crowding });
+    expect(await lanes.laneFor(['mid'])).toBe('bulk');
+    expect(await lanes.laneFor(['small'])).toBe('normal');
+    expect(await lanes.laneFor(['new-tenant'])).toBe('normal');
+    expect(await lanes.laneFor(['import'])).toBe('bulk');
+    // Read with the counts, once a window.
+    expect(backlogReads).toBe(1);
+    // Drained: the usual threshold again, from the next window's read on.
+    normalBacklog = 100;
+    t = 1000;
+    await lanes.laneFor(['other']);
+    await new Promise((r) => setImmediate(r));
+    expect(backlogReads).toBe(2);
+    expect(await lanes.laneFor(['mid'])).toBe('normal');
+    expect(await lanes.laneFor(['import'])).toBe('bulk');
+  });
+
+  it('what it placed in the normal lane since the read counts: a burst crowds the lane before the next read sees it', async () => {
+    const views = fakeViews({});
+    const crowding = { read: async () => 250, at: 256, threshold: 1 };
+    const lanes = viewLanes(views, { threshold: 64, cacheMs: 60_000, now: () => 0, crowding });
+    // 250 read, then six placed here: 256, at the bound. Each tag's first two are normal below it.
+    const placed = [];
+    for (let i = 0; i < 3; i++) placed.push(await lanes.laneFor(['a']), await lanes.laneFor(['b']));
+    expect(placed).toEqual(['normal', 'normal', 'normal', 'normal', 'normal', 'normal']);
+    // Over it now: a tag with two waiting goes bulk, one with nothing stays normal.
+    expect(await lanes.laneFor(['a'])).toBe('normal');
+    expect(await lanes.laneFor(['a'])).toBe('bulk');
+    expect(await lanes.laneFor(['c'])).toBe('normal');
+    expect(views.reads).toBe(1);
+  });
+
+  it('a backlog that cannot be read counts as not crowded; the counts still decide', async () => {
+    const views = fakeViews({ mid: 5, import: 100 });
+    const crowding = { read: async () => Promise.reject(new Error('broker away')), at: 0, threshold: 0 };
+    const lanes = viewLanes(views, { threshold: 64, cacheMs: 60_000, now: () => 0, crowding });
+    expect(await lanes.laneFor(['mid'])).toBe('normal');
+    expect(await lanes.laneFor(['import'])).toBe('bulk');
+  });
 });
