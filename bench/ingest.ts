@@ -20,17 +20,19 @@ import { tmpdir, cpus, totalmem } from 'node:os';
 import path from 'node:path';
 import { StorageType } from '@nats-io/jetstream';
 import { connectBus } from '@memstream/bus';
+import { PIPELINE } from '@memstream/contracts';
 import { DEFAULT_WORKER_NICE, REPO_ROOT, SERVICES, serviceBundles, spawnLauncherLayout, spawnService, startNatsServer, stopProcess, type ServiceProcess } from '@memstream/cli';
 import { createLogger } from '@memstream/kit';
 import { SqliteDocumentViews } from '@memstream/views';
 import { commandArgs } from '@memstream/cli';
 
-const USAGE = `usage: ./memstream bench [ingest] [--docs 1000] [--memory-docs N (default: --docs)] [--concurrency 16] [--warmup 0] [--layout processes|one-process] [--worker-nice N] [--json]
+const USAGE = `usage: ./memstream bench [ingest] [--docs 1000] [--memory-docs N (default: --docs)] [--concurrency 16] [--warmup 0] [--layout processes|one-process|two-processes] [--worker-nice N] [--json]
 
 N documents of about 2 KB through a private memstream: add throughput, end-to-end documents/s, time to done, and the raw JetStream publish ceiling.
 The services run as ./memstream up runs them: one process per service from the compiled bundles, the workers at nice
 --worker-nice (default ${DEFAULT_WORKER_NICE}); MEMSTREAM_TSX=1 runs them through tsx. --layout one-process puts every worker in one
-process (through tsx), the gateway apart. --warmup N first sends N other documents (another tag) and waits for them, unmeasured:
+process (through tsx), the gateway apart; two-processes splits them in two such processes (the stages before the
+last; the last and the log's readers). --warmup N first sends N other documents (another tag) and waits for them, unmeasured:
 the figures are then the running system's rather than the first documents' after a start (docs/pipeline.md, "Measured").`;
 const { values } = commandArgs('bench', USAGE, {
   options: {
@@ -52,12 +54,12 @@ const NM = intFlag('ingest', 'memory-docs', values['memory-docs'] ?? values.docs
 const W = intFlag('ingest', 'warmup', values.warmup, 0, 10_000_000);
 const NICE = intFlag('ingest', 'worker-nice', values['worker-nice'], 0, 19);
 
-/** Every worker in one Node process (bench/workers-in-one-process.ts), resolved once each has logged `ready`. */
-function spawnWorkersInOneProcess(env: Record<string, string>): Promise<ServiceProcess> {
-  const workers = SERVICES.filter((x) => x !== 'gateway').length;
+/** These workers in one Node process (bench/workers-in-one-process.ts), resolved once each has logged `ready`. */
+function spawnWorkersInOneProcess(env: Record<string, string>, names: readonly string[], label: string): Promise<ServiceProcess> {
+  const workers = names.length;
   const child = spawn(process.execPath, ['--import', 'tsx', path.join(REPO_ROOT, 'bench', 'workers-in-one-process.ts')], {
     cwd: REPO_ROOT,
-    env: { ...process.env, ...env, LOG_LEVEL: 'info' },
+    env: { ...process.env, ...env, LOG_LEVEL: 'info', MEMSTREAM_BENCH_WORKERS: names.join(',') },
     stdio: ['ignore', 'pipe', 'pipe'],
   });
   return new Promise((resolve, reject) => {
@@ -68,7 +70,7 @@ function spawnWorkersInOneProcess(env: Record<string, string>): Promise<ServiceP
       if (ready >= workers) {
         clearTimeout(timer);
         // Keep draining its output, so the pipe never blocks it.
-        resolve({ name: 'workers (one process)' as ServiceProcess['name'], child });
+        resolve({ name: label as ServiceProcess['name'], child });
       }
     };
     child.stdout.on('data', onData);
@@ -108,8 +110,12 @@ async function main(): Promise<void> {
 
     // On a loaded machine services take longer to start: MEMSTREAM_TEST_READY_MS, as for the tests.
     const readyTimeoutMs = Number(process.env.MEMSTREAM_TEST_READY_MS ?? 30_000);
-    if (values.layout === 'one-process') {
-      procs.push(await spawnWorkersInOneProcess(env));
+    if (values.layout === 'one-process' || values.layout === 'two-processes') {
+      const workers = SERVICES.filter((x) => x !== 'gateway');
+      // Two: the stages before the last, and the last with the log's readers (about half the workers' CPU each).
+      const early: string[] = PIPELINE.slice(0, -1).map((r) => r.service);
+      const groups = values.layout === 'one-process' ? [workers] : [workers.filter((w) => early.includes(w)), workers.filter((w) => !early.includes(w))];
+      for (const g of groups) procs.push(await spawnWorkersInOneProcess(env, g, groups.length === 1 ? 'workers (one process)' : `workers (${g.join(', ')})`));
       procs.push(await spawnService('gateway', { env, readyTimeoutMs }));
     } else {
       // As ./memstream up starts them (spawnLauncherLayout): bundles, workers first at their nice value, then the gateway,
@@ -248,7 +254,7 @@ async function main(): Promise<void> {
       warmup: warmup && { docs: W, endToEndDocsPerSec: warmup.endToEndDocsPerSec, cpuMsPerDocTotal: warmup.cpuMsPerDocTotal },
       concurrency: C,
       layout: values.layout,
-      workerNice: values.layout === 'one-process' ? 0 : NICE,
+      workerNice: values.layout === 'processes' ? NICE : 0,
       docBytes: 2048,
       // The pipeline's own figures, as before memories existed: the superrag phase.
       addRequestsPerSec: withoutMemory.addRequestsPerSec,
@@ -269,7 +275,7 @@ async function main(): Promise<void> {
       process.stdout.write(
         [
           `memstream ingest bench — ${result.machine}`,
-          `  documents                    ${N} (superrag) and ${NM} (memory) × 2 KB text, ${C} concurrent clients, layout ${values.layout}${values.layout === 'one-process' ? '' : `, workers at nice ${result.workerNice}${process.env.MEMSTREAM_TSX === '1' ? ', through tsx' : ''}`}`,
+          `  documents                    ${N} (superrag) and ${NM} (memory) × 2 KB text, ${C} concurrent clients, layout ${values.layout}${values.layout !== 'processes' ? '' : `, workers at nice ${result.workerNice}${process.env.MEMSTREAM_TSX === '1' ? ', through tsx' : ''}`}`,
           ...(warmup ? [`  warm-up, not measured        ${W} other documents first: ${warmup.endToEndDocsPerSec} documents/s end to end, ${warmup.cpuMsPerDocTotal} CPU-ms per document`] : []),
           ...[withoutMemory, ...(withMemory ? [withMemory] : [])].flatMap((ph) => [
             `  taskType ${ph.taskType}${ph.taskType === 'memory' ? ' (the memorizer runs too)' : ' (no memories)'}`,
