@@ -78,8 +78,9 @@ export function viewLanes(
         const read = windows[k]!;
         const before = k > 0 && read.at - windows[k - 1]!.at < 2 * opts.cacheMs ? [windows[k - 1]!] : [];
         const counted = [...before, ...windows.slice(k)];
-        // The lane's backlog as read, plus what this gateway put in it since (as for the tags' counts).
-        const crowded = read.backlog !== null && counted.reduce((sum, w) => sum + w.normalSince, read.backlog) > opts.crowding!.at;
+        // The lane's backlog as read, plus what this gateway put in it since: from the read's own
+        // window on only, since the broker's count, unlike the view, does not lag the publishes.
+        const crowded = read.backlog !== null && windows.slice(k).reduce((sum, w) => sum + w.normalSince, read.backlog) > opts.crowding!.at;
         const threshold = crowded ? Math.min(opts.threshold, opts.crowding!.threshold) : opts.threshold;
         for (const tag of containerTags) {
           const n = counted.reduce((sum, w) => sum + (w.since.get(tag) ?? 0), read.counts!.get(tag) ?? 0);

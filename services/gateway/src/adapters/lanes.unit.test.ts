@@ -137,6 +137,24 @@ describe('viewLanes: which lane a submission goes in', () => {
     expect(views.reads).toBe(1);
   });
 
+  it("the window before the read is in the broker's count already: its placements are not added again", async () => {
+    let t = 0;
+    const views = fakeViews({});
+    const crowding = { read: async () => 0, at: 256, threshold: 1 };
+    const lanes = viewLanes(views, { threshold: 64, cacheMs: 1000, now: () => t, crowding });
+    // 300 small tenants in one second, each one document: all normal, and the lane crowded by the end.
+    for (let i = 0; i < 300; i++) expect(await lanes.laneFor([`s-${i}`])).toBe('normal');
+    // s-0 then has one waiting (normal), then two: bulk while crowded.
+    expect(await lanes.laneFor(['s-0'])).toBe('normal');
+    expect(await lanes.laneFor(['s-0'])).toBe('bulk');
+    // The next second's read says the lane is empty (the pipeline kept up): not crowded, though the
+    // window before it placed 301, and s-0's three (counted from that window) are under 64.
+    t = 1000;
+    await lanes.laneFor(['x']);
+    await new Promise((r) => setImmediate(r));
+    expect(await lanes.laneFor(['s-0'])).toBe('normal');
+  });
+
   it('a backlog that cannot be read counts as not crowded; the counts still decide', async () => {
     const views = fakeViews({ mid: 5, import: 100 });
     const crowding = { read: async () => Promise.reject(new Error('broker away')), at: 0, threshold: 0 };
