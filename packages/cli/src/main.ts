@@ -8,7 +8,7 @@ import { STOP_ORDER } from '@memstream/contracts';
 import { createLogger, errorMessage } from '@memstream/kit';
 import { openDocumentViews, SqliteDocumentViews, MongoDocumentViews, type DocumentViews } from '@memstream/views';
 import { loadConfig, type Config } from './config.js';
-import { natsServerEnv, startNatsServer, type NatsServerHandle } from './nats-server.js';
+import { startNatsServer, type NatsServerHandle } from './nats-server.js';
 import { REPO_ROOT, SERVICES, spawnLauncherLayout, spawnService, stopProcess, type ServiceName, type ServiceProcess } from './stack.js';
 import { serviceBundles } from './bundle.js';
 import { keepEarlierDefaultModel } from './earlier-model.js';
@@ -106,7 +106,7 @@ async function up(config: Config): Promise<void> {
     natsUrl = nats.url;
     // `replay redrive` and `replay embed` find the running server here (the URL carries its credentials).
     writeFileSync(path.join(dir, 'nats.url'), natsUrl + '\n', { mode: 0o600 });
-    log.info({ url: nats.address, version: nats.version, fsync: nats.syncAlways ? 'always' : 'every 2 min (nats-server < 2.10 has no sync_interval)', gomaxprocs: natsServerEnv().GOMAXPROCS ?? "Go's default" }, 'nats-server started');
+    log.info({ url: nats.address, version: nats.version, fsync: nats.syncAlways ? 'always' : 'every 2 min (nats-server < 2.10 has no sync_interval)', gomaxprocs: nats.gomaxprocs ?? "Go's default" }, 'nats-server started');
   }
   {
     // Before any service starts: a store made under the earlier default model keeps it (./earlier-model.ts).

@@ -13,6 +13,8 @@ export interface NatsServerHandle {
   version: string;
   /** Whether this server fsyncs every write (sync_interval: always, nats-server >= 2.10). */
   syncAlways: boolean;
+  /** The GOMAXPROCS it runs with (natsServerEnv), or null: Go's default. */
+  gomaxprocs: string | null;
   pid(): number | undefined;
   /** Graceful stop (SIGTERM), waiting for exit. */
   stop(): Promise<void>;
@@ -142,6 +144,7 @@ export async function startNatsServer(opts: {
   const bin = opts.bin ?? 'nats-server';
   const version = natsServerVersion(bin);
   const syncAlways = atLeast(version, 2, 10);
+  const env = natsServerEnv();
   mkdirSync(opts.storeDir, { recursive: true });
   const pidFile = path.join(opts.storeDir, 'nats.pid');
   await stopStale(pidFile);
@@ -177,7 +180,7 @@ export async function startNatsServer(opts: {
     new Promise<void>((resolve, reject) => {
       write();
       const [cmd, args] = opts.dieWithParent && hasSetpriv() ? ['setpriv', ['--pdeathsig', 'SIGTERM', bin, '-c', conf]] : [bin, ['-c', conf]];
-      const c = spawn(cmd, args, { stdio: ['ignore', 'ignore', 'pipe'], detached: opts.detached ?? false, env: natsServerEnv() });
+      const c = spawn(cmd, args, { stdio: ['ignore', 'ignore', 'pipe'], detached: opts.detached ?? false, env });
       child = c;
       let buf = '';
       let ready = false;
@@ -247,6 +250,7 @@ export async function startNatsServer(opts: {
     },
     version,
     syncAlways,
+    gomaxprocs: env.GOMAXPROCS ?? null,
     get monitorUrl() {
       return monitorUrl;
     },

@@ -77,10 +77,11 @@ export function viewLanes(
       if (k >= 0) {
         const read = windows[k]!;
         const before = k > 0 && read.at - windows[k - 1]!.at < 2 * opts.cacheMs ? [windows[k - 1]!] : [];
-        const counted = [...before, ...windows.slice(k)];
+        const since = windows.slice(k);
+        const counted = [...before, ...since];
         // The lane's backlog as read, plus what this gateway put in it since: from the read's own
         // window on only, since the broker's count, unlike the view, does not lag the publishes.
-        const crowded = read.backlog !== null && windows.slice(k).reduce((sum, w) => sum + w.normalSince, read.backlog) > opts.crowding!.at;
+        const crowded = read.backlog !== null && since.reduce((sum, w) => sum + w.normalSince, read.backlog) > opts.crowding!.at;
         const threshold = crowded ? Math.min(opts.threshold, opts.crowding!.threshold) : opts.threshold;
         for (const tag of containerTags) {
           const n = counted.reduce((sum, w) => sum + (w.since.get(tag) ?? 0), read.counts!.get(tag) ?? 0);
