@@ -14,26 +14,25 @@
 import { makeDoc } from './bench-docs.js';
 import { cpuMs, writeSyscalls } from './proc-cpu.js';
 import { intFlag } from './flags.js';
-import { spawn } from 'node:child_process';
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir, cpus, totalmem } from 'node:os';
 import path from 'node:path';
 import { StorageType } from '@nats-io/jetstream';
 import { connectBus } from '@memstream/bus';
-import { PIPELINE } from '@memstream/contracts';
-import { DEFAULT_WORKER_NICE, REPO_ROOT, SERVICES, serviceBundles, spawnLauncherLayout, spawnService, startNatsServer, stopProcess, type ServiceProcess } from '@memstream/cli';
+import { DEFAULT_WORKER_NICE, LAYOUTS, REPO_ROOT, SERVICES, serviceBundles, spawnLauncherLayout, startNatsServer, stopProcess, type Layout, type ServiceProcess } from '@memstream/cli';
 import { createLogger } from '@memstream/kit';
 import { SqliteDocumentViews } from '@memstream/views';
 import { commandArgs } from '@memstream/cli';
 
-const USAGE = `usage: ./memstream bench [ingest] [--docs 1000] [--memory-docs N (default: --docs)] [--concurrency 16] [--warmup 0] [--layout processes|one-process|two-processes] [--worker-nice N] [--json]
+const USAGE = `usage: ./memstream bench [ingest] [--docs 1000] [--memory-docs N (default: --docs)] [--concurrency 16] [--warmup 0] [--layout grouped|per-service|one-process] [--worker-nice N] [--json]
 
 N documents of about 2 KB through a private memstream: add throughput, end-to-end documents/s, time to done, and the raw JetStream publish ceiling.
-The services run as ./memstream up runs them: one process per service from the compiled bundles, the workers at nice
---worker-nice (default ${DEFAULT_WORKER_NICE}); MEMSTREAM_TSX=1 runs them through tsx. --layout one-process puts every worker in one
-process (through tsx), the gateway apart; two-processes splits them in two such processes (the stages before the
-last; the last and the log's readers). --warmup N first sends N other documents (another tag) and waits for them, unmeasured:
-the figures are then the running system's rather than the first documents' after a start (docs/pipeline.md, "Measured").`;
+The services run as ./memstream up runs them: from the compiled bundles, the workers at nice --worker-nice (default
+${DEFAULT_WORKER_NICE}) in the processes of --layout: grouped (up's default: two worker hosts, the stages before the last and the
+services that write the stores), per-service (one process each, as in Kubernetes: the CPU line then has every service
+on its own) or one-process (every worker in one); MEMSTREAM_TSX=1 runs them through tsx. --warmup N first sends N other
+documents (another tag) and waits for them, unmeasured: the figures are then the running system's rather than the first
+documents' after a start (docs/pipeline.md, "Measured").`;
 const { values } = commandArgs('bench', USAGE, {
   options: {
     docs: { type: 'string', default: '1000' },
@@ -41,8 +40,8 @@ const { values } = commandArgs('bench', USAGE, {
     json: { type: 'boolean', default: false },
     'memory-docs': { type: 'string' },
     warmup: { type: 'string', default: '0' },
-    // processes: one process per service, as `./memstream up` runs them; one-process: every worker in one Node process (bench/workers-in-one-process.ts), the gateway apart.
-    layout: { type: 'string', default: 'processes' },
+    // The processes the workers run in (packages/cli/src/stack.ts, layoutProcesses): grouped is ./memstream up's.
+    layout: { type: 'string', default: 'grouped' },
     'worker-nice': { type: 'string', default: String(DEFAULT_WORKER_NICE) },
   },
 });
@@ -53,31 +52,11 @@ const C = intFlag('ingest', 'concurrency', values.concurrency, 1, 10_000);
 const NM = intFlag('ingest', 'memory-docs', values['memory-docs'] ?? values.docs, 0, 10_000_000);
 const W = intFlag('ingest', 'warmup', values.warmup, 0, 10_000_000);
 const NICE = intFlag('ingest', 'worker-nice', values['worker-nice'], 0, 19);
-
-/** These workers in one Node process (bench/workers-in-one-process.ts), resolved once each has logged `ready`. */
-function spawnWorkersInOneProcess(env: Record<string, string>, names: readonly string[], label: string): Promise<ServiceProcess> {
-  const workers = names.length;
-  const child = spawn(process.execPath, ['--import', 'tsx', path.join(REPO_ROOT, 'bench', 'workers-in-one-process.ts')], {
-    cwd: REPO_ROOT,
-    env: { ...process.env, ...env, LOG_LEVEL: 'info', MEMSTREAM_BENCH_WORKERS: names.join(',') },
-    stdio: ['ignore', 'pipe', 'pipe'],
-  });
-  return new Promise((resolve, reject) => {
-    let ready = 0;
-    const timer = setTimeout(() => reject(new Error(`the workers were not ready within 120 s (${ready} of ${workers})`)), 120_000);
-    const onData = (d: Buffer) => {
-      ready += d.toString('utf8').split('"msg":"ready"').length - 1;
-      if (ready >= workers) {
-        clearTimeout(timer);
-        // Keep draining its output, so the pipe never blocks it.
-        resolve({ name: label as ServiceProcess['name'], child });
-      }
-    };
-    child.stdout.on('data', onData);
-    child.stderr.on('data', onData);
-    child.once('exit', (code) => reject(new Error(`the workers exited (${code}) before they were ready`)));
-  });
+if (!(LAYOUTS as readonly string[]).includes(values.layout)) {
+  process.stderr.write(`bench ingest: --layout must be one of ${LAYOUTS.join(', ')} (got "${values.layout}")\n`);
+  process.exit(2);
 }
+const LAYOUT = values.layout as Layout;
 
 function pct(sorted: number[], p: number): number {
   if (sorted.length === 0) return NaN;
@@ -110,20 +89,13 @@ async function main(): Promise<void> {
 
     // On a loaded machine services take longer to start: MEMSTREAM_TEST_READY_MS, as for the tests.
     const readyTimeoutMs = Number(process.env.MEMSTREAM_TEST_READY_MS ?? 30_000);
-    if (values.layout === 'one-process' || values.layout === 'two-processes') {
-      const workers = SERVICES.filter((x) => x !== 'gateway');
-      // Two: the stages before the last, and the last with the log's readers (about half the workers' CPU each).
-      const early: string[] = PIPELINE.slice(0, -1).map((r) => r.service);
-      const groups = values.layout === 'one-process' ? [workers] : [workers.filter((w) => early.includes(w)), workers.filter((w) => !early.includes(w))];
-      for (const g of groups) procs.push(await spawnWorkersInOneProcess(env, g, groups.length === 1 ? 'workers (one process)' : `workers (${g.join(', ')})`));
-      procs.push(await spawnService('gateway', { env, readyTimeoutMs }));
-    } else {
-      // As ./memstream up starts them (spawnLauncherLayout): bundles, workers first at their nice value, then the gateway,
-      // each detached in a session of its own (stack.ts, niceAutogroup) and gone when this process is.
-      const bundleDir = process.env.MEMSTREAM_TSX === '1' ? undefined : await serviceBundles(REPO_ROOT, SERVICES);
-      const asUp = { ...env, MEMSTREAM_EXIT_WITH_PARENT: String(process.pid) };
-      procs.push(...(await spawnLauncherLayout({ env: asUp, readyTimeoutMs, bundleDir, workerNice: NICE, detached: true })));
-    }
+    // As ./memstream up starts them (spawnLauncherLayout): bundles, worker processes first at their nice value, then the
+    // gateway, each detached in a session of its own (stack.ts, niceAutogroup) and gone when this process is.
+    const bundleDir = process.env.MEMSTREAM_TSX === '1' ? undefined : await serviceBundles(REPO_ROOT, SERVICES);
+    const asUp = { ...env, MEMSTREAM_EXIT_WITH_PARENT: String(process.pid) };
+    procs.push(...(await spawnLauncherLayout({ env: asUp, readyTimeoutMs, bundleDir, workerNice: NICE, detached: true, layout: LAYOUT })));
+    // A host's CPU is its services' together: the report names them (--layout per-service splits them).
+    const label = (p: ServiceProcess) => (p.services.length > 1 ? `${p.name} (${p.services.join(', ')})` : p.name);
     const gw = procs.find((p) => p.name === 'gateway')!;
     const url = gw.url!;
 
@@ -164,9 +136,9 @@ async function main(): Promise<void> {
       }
       return by;
     };
-    const cpuOf = () => ({ ...Object.fromEntries(procs.map((p) => [p.name, cpuMs(p.child.pid)])), 'nats-server': cpuMs(nats.pid()) }) as Record<string, number>;
+    const cpuOf = () => ({ ...Object.fromEntries(procs.map((p) => [label(p), cpuMs(p.child.pid)])), 'nats-server': cpuMs(nats.pid()) }) as Record<string, number>;
     /** Socket writes are the clients' largest single cost after their own work: each is a system call, and a segment nats-server reads. */
-    const writesOf = () => ({ ...Object.fromEntries(procs.map((p) => [p.name, writeSyscalls(p.child.pid)])), 'nats-server': writeSyscalls(nats.pid()) }) as Record<string, number>;
+    const writesOf = () => ({ ...Object.fromEntries(procs.map((p) => [label(p), writeSyscalls(p.child.pid)])), 'nats-server': writeSyscalls(nats.pid()) }) as Record<string, number>;
 
     /** One phase: n documents of one taskType (docs[first] on, in tag `tag`), started once the phase before has finished. */
     const phase = async (taskType: 'superrag' | 'memory', n: number, finishedBefore: number, first = 0, tag = `bench-${taskType}`) => {
@@ -253,8 +225,8 @@ async function main(): Promise<void> {
       docs: N,
       warmup: warmup && { docs: W, endToEndDocsPerSec: warmup.endToEndDocsPerSec, cpuMsPerDocTotal: warmup.cpuMsPerDocTotal },
       concurrency: C,
-      layout: values.layout,
-      workerNice: values.layout === 'processes' ? NICE : 0,
+      layout: LAYOUT,
+      workerNice: NICE,
       docBytes: 2048,
       // The pipeline's own figures, as before memories existed: the superrag phase.
       addRequestsPerSec: withoutMemory.addRequestsPerSec,
@@ -275,7 +247,7 @@ async function main(): Promise<void> {
       process.stdout.write(
         [
           `memstream ingest bench — ${result.machine}`,
-          `  documents                    ${N} (superrag) and ${NM} (memory) × 2 KB text, ${C} concurrent clients, layout ${values.layout}${values.layout !== 'processes' ? '' : `, workers at nice ${result.workerNice}${process.env.MEMSTREAM_TSX === '1' ? ', through tsx' : ''}`}`,
+          `  documents                    ${N} (superrag) and ${NM} (memory) × 2 KB text, ${C} concurrent clients, layout ${LAYOUT}, workers at nice ${result.workerNice}${process.env.MEMSTREAM_TSX === '1' ? ', through tsx' : ''}`,
           ...(warmup ? [`  warm-up, not measured        ${W} other documents first: ${warmup.endToEndDocsPerSec} documents/s end to end, ${warmup.cpuMsPerDocTotal} CPU-ms per document`] : []),
           ...[withoutMemory, ...(withMemory ? [withMemory] : [])].flatMap((ph) => [
             `  taskType ${ph.taskType}${ph.taskType === 'memory' ? ' (the memorizer runs too)' : ' (no memories)'}`,

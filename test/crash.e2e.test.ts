@@ -28,7 +28,9 @@ function text(round: string, i: number): string {
 /**
  * kill -9 each service in turn — every worker, the projection and the gateway — while documents
  * stream (each batch consumer in the middle of a batch: while it holds several unacked messages),
- * then start it again. Every document the gateway accepted must reach done exactly once:
+ * then start it again. The stack runs as `./memstream up` does: a worker's process is its worker
+ * host, so each kill takes the other workers of the host with it, each in the middle of its own
+ * batches, and the host comes back whole. Every document the gateway accepted must reach done exactly once:
  * one view at revision 1 and the index holding exactly its chunks — no duplicates, nothing
  * missing, nothing left in progress. A request the dead gateway never answered is retried with
  * its customId (or given up); the document then exists once, done, or not at all.
@@ -64,6 +66,8 @@ describe('crash: kill -9 each service while documents are in flight', () => {
       let next = 0;
       let killed = false;
       let heldAtKill = 0;
+      // Under ./memstream up's layout a worker shares its process with the others of its host: the kill takes them all.
+      let killedProcess = '';
       const send = async () => {
         while (next < DOCS_PER_ROUND) {
           const i = next++;
@@ -77,6 +81,8 @@ describe('crash: kill -9 each service while documents are in flight', () => {
               for (const d of durables) held += (await bus.jsm.consumers.info(STREAM_DOCS, d)).num_ack_pending;
               return held >= 2 ? held : undefined;
             }, 60_000, 5);
+            const p = stack.procs.get(worker)!;
+            killedProcess = p.services.length > 1 ? `process ${p.name} (${p.services.join(', ')})` : 'its process';
             await stack.stopService(worker, 'SIGKILL');
           }
           const r = await client.add(text(round, i), { containerTag: round, metadata: { i } });
@@ -93,7 +99,7 @@ describe('crash: kill -9 each service while documents are in flight', () => {
       const doneMs = Date.now() - start;
       await waitIdle(bus);
       const re = redeliveries(before, await deliverySnapshot(bus));
-      console.log(`[crash] kill -9 ${worker} holding ${heldAtKill} messages of its batches: ${DOCS_PER_ROUND} documents, all sent in ${(sentMs / 1000).toFixed(1)} s, all done in ${(doneMs / 1000).toFixed(1)} s; redeliveries ${re.total} (${re.text})`);
+      console.log(`[crash] kill -9 ${worker}, ${killedProcess}, holding ${heldAtKill} messages of its batches: ${DOCS_PER_ROUND} documents, all sent in ${(sentMs / 1000).toFixed(1)} s, all done in ${(doneMs / 1000).toFixed(1)} s; redeliveries ${re.total} (${re.text})`);
     }, 180_000);
   }
 

@@ -4,7 +4,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { REPO_ROOT } from '@memstream/cli';
+import { REPO_ROOT, layoutProcesses } from '@memstream/cli';
 import { SqliteChunkIndex } from '@memstream/chunk-index';
 import { SqliteDocumentViews } from '@memstream/views';
 import { api, waitFor } from './support/stack.js';
@@ -22,7 +22,11 @@ const freePort = () =>
     });
   });
 
-type Role = 'launcher' | 'nats-server' | 'projection' | 'extractor' | 'chunker' | 'embedder' | 'indexer' | 'notifier' | 'gateway' | 'other';
+/** The processes `./memstream up` runs by default: its worker hosts (`stages`, `stores`) and the gateway. */
+const UP_PROCESSES = layoutProcesses('grouped');
+const WORKER_PROCESSES = UP_PROCESSES.filter((p) => p.name !== 'gateway');
+/** A process's role: the launcher, nats-server, a service alone (its name) or a worker host (its name, from MEMSTREAM_PROCESS). */
+type Role = string;
 
 /** Every live process of this memstream: the ones whose environment names its data dir (the launcher passes it to all it starts). */
 function processesOf(dataDir: string): Array<{ pid: number; role: Role }> {
@@ -30,12 +34,14 @@ function processesOf(dataDir: string): Array<{ pid: number; role: Role }> {
   for (const d of readdirSync('/proc')) {
     if (!/^\d+$/.test(d)) continue;
     try {
-      if (!readFileSync(`/proc/${d}/environ`, 'utf8').split('\0').includes(`MEMSTREAM_DATA_DIR=${dataDir}`)) continue;
+      const environ = readFileSync(`/proc/${d}/environ`, 'utf8').split('\0');
+      if (!environ.includes(`MEMSTREAM_DATA_DIR=${dataDir}`)) continue;
       const stat = readFileSync(`/proc/${d}/stat`, 'utf8');
       if (/\) Z /.test(stat)) continue; // a zombie is gone, only not yet reaped
       const cmd = readFileSync(`/proc/${d}/cmdline`, 'utf8').split('\0').join(' ');
-      const svc = /services\/(\w+)\/src\/main\.(?:ts|mjs)/.exec(cmd)?.[1] as Role | undefined;
-      const role: Role = cmd.includes('nats-server') ? 'nats-server' : svc ? svc : cmd.includes('packages/cli/src/main.ts') ? 'launcher' : 'other';
+      const svc = /services\/(\w+)\/src\/main\.(?:ts|mjs)/.exec(cmd)?.[1];
+      const host = /packages\/cli\/src\/host\.(?:ts|mjs)/.test(cmd) ? environ.find((e) => e.startsWith('MEMSTREAM_PROCESS='))?.slice('MEMSTREAM_PROCESS='.length) : undefined;
+      const role: Role = cmd.includes('nats-server') ? 'nats-server' : host ? host : svc ? svc : cmd.includes('packages/cli/src/main.ts') ? 'launcher' : 'other';
       out.push({ pid: Number(d), role });
     } catch {
       // exited while we looked, or not ours to read
@@ -219,12 +225,13 @@ describe('./memstream up survives kill -9 of its parts', () => {
     console.log(`[up] no kill: the last ${r.remaining} of 500 documents done in ${r.ms} ms (${Math.round(baselineRate * 1000)} documents/s)`);
   }, 200_000);
 
-  // One stream for the five pipeline workers, all killed at the same point: the launcher restarts
-  // each on its own, and every document of the stream is done once. (Five streams, one per role,
-  // cost ~50 s of the suite's 15 minutes for the same supervision code path; crash.e2e.test.ts
-  // kills each batch consumer on its own in the middle of a batch and compares with a replay.)
-  const WORKERS = ['extractor', 'chunker', 'embedder', 'indexer', 'projection'] as const;
-  it('kill -9 of every pipeline worker while 500 documents are in flight: each restarted, every document done once, recovered within seconds', async () => {
+  // One stream for the pipeline's worker processes (up's two worker hosts, every worker in one of
+  // them), all killed at the same point: the launcher restarts each host whole, and every document
+  // of the stream is done once. (crash.e2e.test.ts kills each batch consumer's process on its own
+  // in the middle of a batch and compares with a replay.)
+  const WORKERS = WORKER_PROCESSES.map((p) => p.name);
+  it('kill -9 of every pipeline worker process while 500 documents are in flight: each restarted whole, every document done once, recovered within seconds', async () => {
+    expect(WORKER_PROCESSES.flatMap((p) => p.services).sort()).toEqual(['chunker', 'embedder', 'extractor', 'indexer', 'memorizer', 'notifier', 'projection']);
     const pids = new Map(WORKERS.map((role) => [role, pidOf(role)] as const));
     for (const [role, pid] of pids) expect(pid, role).toBeDefined();
     const r = await stream500('up-kill-workers', () => {
@@ -235,9 +242,9 @@ describe('./memstream up survives kill -9 of its parts', () => {
     for (const role of WORKERS) {
       const pid = pids.get(role);
       await waitFor(`the ${role} restarted`, async () => (pidOf(role) && pidOf(role) !== pid ? true : undefined), 30_000, 100);
-      expect(lines.some((l) => l.includes('service exited: restarting') && l.includes(`"service":"${role}"`)), role).toBe(true);
-      // The launcher logs "service restarted" once the new process is ready, which may be after its pid shows.
-      const restartedLine = () => lines.map((l) => l.includes('"msg":"service restarted') && l.includes(`"service":"${role}"`) && /"ms":(\d+)/.exec(l)?.[1]).filter(Boolean).pop();
+      expect(lines.some((l) => l.includes('service exited: restarting') && l.includes(`"process":"${role}"`)), role).toBe(true);
+      // The launcher logs "service restarted" once every service of the new process is ready, which may be after its pid shows.
+      const restartedLine = () => lines.map((l) => l.includes('"msg":"service restarted') && l.includes(`"process":"${role}"`) && /"ms":(\d+)/.exec(l)?.[1]).filter(Boolean).pop();
       const ms = Number(await waitFor(`the ${role}'s restart logged`, async () => restartedLine() || undefined, 30_000, 100));
       slowestRestart = Math.max(slowestRestart, ms);
       restarts.push(`${role} ${ms} ms`);
@@ -245,7 +252,7 @@ describe('./memstream up survives kill -9 of its parts', () => {
     const expected = baselineRate ? r.remaining / baselineRate : 0;
     const cost = r.ms - expected;
     console.log(
-      `[up] kill -9 of the five pipeline workers with ${r.remaining} of 500 documents in flight: restarted and ready in ${restarts.join(', ')}; last document done ${r.ms} ms after the kill; ` +
+      `[up] kill -9 of the worker processes (${WORKER_PROCESSES.map((p) => `${p.name}: ${p.services.join(', ')}`).join('; ')}) with ${r.remaining} of 500 documents in flight: restarted and ready in ${restarts.join(', ')}; last document done ${r.ms} ms after the kill; ` +
         `without a kill those ${r.remaining} take ~${Math.round(expected)} ms here, so the kill cost ${Math.round(cost)} ms`,
     );
     // The acceptance is "the last document within 15 s of the kill"; on a loaded machine the
@@ -272,7 +279,7 @@ describe('./memstream up survives kill -9 of its parts', () => {
     })();
     const autogroupNice = (pid: number) => Number(/nice (-?\d+)/.exec(readFileSync(`/proc/${pid}/autogroup`, 'utf8'))?.[1]);
     const seen: string[] = [];
-    for (const role of [...WORKERS, 'notifier', 'gateway'] as const) {
+    for (const role of [...WORKERS, 'gateway']) {
       const pid = pidOf(role);
       expect(pid, role).toBeDefined();
       const want = role === 'gateway' ? 0 : 10;
@@ -285,7 +292,7 @@ describe('./memstream up survives kill -9 of its parts', () => {
 
   it('kill -9 of the launcher: within 10 s no memstream process is left', async () => {
     const procs = processesOf(dataDir);
-    expect(procs.map((p) => p.role).sort()).toEqual(expect.arrayContaining(['launcher', 'nats-server', 'gateway', 'projection', 'extractor', 'chunker', 'embedder', 'indexer', 'notifier']));
+    expect(procs.map((p) => p.role).sort()).toEqual(expect.arrayContaining(['launcher', 'nats-server', ...UP_PROCESSES.map((p) => p.name)]));
     const t0 = Date.now();
     process.kill(up.pid!, 'SIGKILL');
     const gone = await waitFor('no memstream process left', async () => (processesOf(dataDir).length === 0 ? Date.now() : undefined), 15_000, 100).catch(() => 0);

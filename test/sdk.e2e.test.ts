@@ -453,13 +453,14 @@ describe('the official supermemory SDK against memstream', () => {
 
   it('listProcessing: {documents, totalCount}, holding documents that are not done yet', async () => {
     const tag = unique('sdk-proc');
-    // Without the indexer, documents stop at embedding and are certainly "processing".
-    await stack.stopService('indexer', 'SIGTERM');
+    // Without the entrance (and, as ./memstream up runs it, the other stages of its worker host),
+    // documents stay queued and are certainly "processing"; the projection, in the other host, records them.
+    await stack.stopService('extractor', 'SIGTERM');
     let restarted = false;
     try {
       const ids: string[] = [];
       for (let i = 0; i < 3; i++) ids.push((await client.documents.add({ content: `A document held in processing, number ${i}.`, containerTag: tag, customId: unique('proc') })).id);
-      for (const id of ids) await waitForDoc(client, id, 'embedding', (d) => d.status === 'embedding');
+      for (const id of ids) await waitForDoc(client, id, 'queued', (d) => d.status === 'queued');
       const p = await client.documents.listProcessing();
       expect(Object.keys(p).sort()).toEqual(['documents', 'totalCount']);
       expect(p.totalCount).toBeGreaterThanOrEqual(3);
@@ -471,15 +472,15 @@ describe('the official supermemory SDK against memstream', () => {
       }
       const mine = p.documents.filter((d) => ids.includes(d.id));
       expect(mine.map((d) => d.id).sort()).toEqual([...ids].sort());
-      for (const d of mine) expect(d).toMatchObject({ status: 'embedding', containerTags: [tag], type: 'text' });
+      for (const d of mine) expect(d).toMatchObject({ status: 'queued', containerTags: [tag], type: 'text' });
 
-      await stack.start('indexer');
+      await stack.start('extractor');
       restarted = true;
       for (const id of ids) await waitForDoc(client, id, 'done', (d) => d.status === 'done');
       const after = await client.documents.listProcessing();
       expect(after.documents.filter((d) => ids.includes(d.id))).toEqual([]);
     } finally {
-      if (!restarted) await stack.start('indexer');
+      if (!restarted) await stack.start('extractor');
     }
   });
 

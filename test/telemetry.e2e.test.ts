@@ -1,6 +1,7 @@
 import { afterAll, beforeAll, describe, expect, it } from 'vitest';
 import { createServer, type Server } from 'node:http';
 import { randomBytes } from 'node:crypto';
+import { valueIn } from './support/metrics.js';
 import { api, startTestStack, waitFor, type TestStack } from './support/stack.js';
 
 /** One span as the OTLP/HTTP JSON exporter sends it, with its process's service.name. */
@@ -56,18 +57,6 @@ async function startCollector(): Promise<{ url: string; spans: ReceivedSpan[]; c
   };
 }
 
-/** The value of the series `name` whose labels include `labels`, in a Prometheus text exposition (0 when absent). */
-function valueIn(text: string, name: string, labels: Record<string, string> = {}): number {
-  let sum = 0;
-  for (const line of text.split('\n')) {
-    const m = /^([a-zA-Z_:][\w:]*)(?:\{(.*)\})? (\S+)$/.exec(line);
-    if (!m || m[1] !== name) continue;
-    const have = Object.fromEntries([...(m[2] ?? '').matchAll(/(\w+)="((?:[^"\\]|\\.)*)"/g)].map((x) => [x[1], x[2]]));
-    if (Object.entries(labels).every(([k, v]) => have[k] === v)) sum += Number(m[3]);
-  }
-  return sum;
-}
-
 async function scrape(url: string): Promise<string> {
   const res = await fetch(`${url}/metrics`);
   expect(res.status).toBe(200);
@@ -88,7 +77,11 @@ describe('telemetry: traces, metrics and health across the services', () => {
 
   beforeAll(async () => {
     collector = await startCollector();
+    // One process per service, as in Kubernetes, where traces are exported: each process is one
+    // OTel service (memstream-<service>). Under ./memstream up's worker hosts a span's service is its
+    // host's (memstream-stages, memstream-stores) and its consumer names the worker: hosts.e2e.test.ts.
     stack = await startTestStack({
+      layout: 'per-service',
       env: {
         OTEL_TRACES_EXPORTER: 'otlp',
         OTEL_EXPORTER_OTLP_PROTOCOL: 'http/json',

@@ -1,7 +1,7 @@
 import { mkdtempSync, rmSync } from 'node:fs';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { REPO_ROOT, SERVICES, serviceBundles, spawnService, startNatsServer, stopProcess, type NatsServerHandle, type ServiceName, type ServiceProcess } from '@memstream/cli';
+import { REPO_ROOT, SERVICES, layoutFromEnv, layoutProcesses, serviceBundles, spawnProcess, startNatsServer, stopProcess, type Layout, type NatsServerHandle, type ServiceName, type ServiceProcess } from '@memstream/cli';
 import { SqliteDocumentViews } from '@memstream/views';
 
 export interface TestStack {
@@ -10,9 +10,20 @@ export interface TestStack {
   apiKey: string;
   baseUrl: string;
   env: Record<string, string>;
+  /** How the workers run: `grouped` as under ./memstream up (default; MEMSTREAM_LAYOUT), or `per-service`. */
+  layout: Layout;
+  /** Each running service's process (a worker host's several services share one). */
   procs: Map<ServiceName, ServiceProcess>;
+  /**
+   * Start a service. Under `grouped`, the services of its worker host that this stack runs and
+   * that are not running (those stopped with it, say) start with it, in one process, as `up`
+   * restarts a host whole; a service already running gets a second replica. Per service: a process of its own.
+   */
   start(name: ServiceName, extraEnv?: Record<string, string>): Promise<ServiceProcess>;
-  /** SIGKILL (crash) or SIGTERM (graceful) one service and wait for it to exit. */
+  /**
+   * SIGKILL (crash) or SIGTERM (graceful) the process of one service and wait for it to exit:
+   * under `grouped`, every service of its worker host with it.
+   */
   stopService(name: ServiceName, signal?: NodeJS.Signals): Promise<void>;
   /** Every service's log lines, for post-mortems on failure. */
   logs: string[];
@@ -29,10 +40,14 @@ const testBundles = () => (process.env.MEMSTREAM_TEST_TSX === '1' ? Promise.reso
 
 /**
  * A private memstream: its own nats-server on a free loopback port with its own store, its own
- * data dir, and the chosen services as real processes. Nothing is shared with the machine's
- * own nats-server or with another test file.
+ * data dir, and the chosen services as real processes, laid out as `./memstream up` lays them out
+ * (`layout`, default MEMSTREAM_LAYOUT or grouped), so the fault tests kill what `up` runs. A test
+ * whose case is one service alone (a stage missing while the others run, replicas of one service)
+ * asks for `per-service`, as in Kubernetes. Nothing is shared with the machine's own nats-server
+ * or with another test file.
  */
-export async function startTestStack(opts: { services?: readonly ServiceName[]; env?: Record<string, string> } = {}): Promise<TestStack> {
+export async function startTestStack(opts: { services?: readonly ServiceName[]; env?: Record<string, string>; layout?: Layout } = {}): Promise<TestStack> {
+  const layout = opts.layout ?? layoutFromEnv();
   const dataDir = mkdtempSync(path.join(tmpdir(), 'memstream-e2e-'));
   // Neither the broker nor the services outlive this test process: when vitest gives up on a
   // beforeAll that ran past its timeout, no teardown runs, and a stack left running after the
@@ -53,25 +68,48 @@ export async function startTestStack(opts: { services?: readonly ServiceName[]; 
     ...opts.env,
   };
   const procs = new Map<ServiceName, ServiceProcess>();
+  /** Starts under way, by service: a concurrent start of a host's other service waits for it rather than start it twice. */
+  const starting = new Map<ServiceName, Promise<ServiceProcess>>();
+  /** The last stop of each service's process, for a concurrent stop of a host's other service. */
+  const stopping = new Map<ServiceName, Promise<void>>();
   let baseUrl = '';
-  const start = async (name: ServiceName, extraEnv: Record<string, string> = {}) => {
+  // What this stack runs: the services asked for, and every one started since.
+  const wanted = new Set<ServiceName>(opts.services ?? SERVICES);
+  const spawn = async (spec: { name: string; services: ServiceName[] }, extraEnv: Record<string, string>) => {
     // MEMSTREAM_TEST_READY_MS: a longer start-up allowance on a loaded machine (default 30 s).
     const readyTimeoutMs = Number(process.env.MEMSTREAM_TEST_READY_MS ?? 30_000);
-    const p = await spawnService(name, { env: { ...env, ...extraEnv }, readyTimeoutMs, bundleDir: await testBundles(), onLog: (s, line) => logs.push(`${s} ${line}`) });
-    procs.set(name, p);
-    if (name === 'gateway' && p.url) baseUrl = p.url;
+    const p = await spawnProcess(spec, { env: { ...env, ...extraEnv }, readyTimeoutMs, bundleDir: await testBundles(), onLog: (s, line) => logs.push(`${s} ${line}`) });
+    for (const s of p.services) procs.set(s, p);
+    if (p.services.includes('gateway') && p.url) baseUrl = p.url;
     return p;
   };
-  const wanted = opts.services ?? SERVICES;
+  const start = async (name: ServiceName, extraEnv: Record<string, string> = {}): Promise<ServiceProcess> => {
+    const pending = starting.get(name);
+    if (pending) return pending;
+    wanted.add(name);
+    // The process `name` belongs to in this layout, less what runs already or is starting.
+    const home = layoutProcesses(layout, [...wanted]).find((p) => p.services.includes(name))!;
+    const services = [name, ...home.services.filter((s) => s !== name && !procs.has(s) && !starting.has(s))];
+    const spec = services.length === 1 ? { name, services } : { name: home.name, services };
+    const p = spawn(spec, extraEnv);
+    for (const s of services) starting.set(s, p);
+    try {
+      return await p;
+    } finally {
+      for (const s of services) starting.delete(s);
+    }
+  };
+  const running = () => [...new Set(procs.values())];
   try {
-    const started = await Promise.allSettled(wanted.filter((s) => s !== 'gateway').map((s) => start(s)));
+    const specs = layoutProcesses(layout, [...wanted]);
+    const started = await Promise.allSettled(specs.filter((p) => p.name !== 'gateway').map((p) => spawn(p, {})));
     const failed = started.find((r) => r.status === 'rejected');
     if (failed) throw failed.reason;
-    if (wanted.includes('gateway')) await start('gateway');
+    if (wanted.has('gateway')) await start('gateway');
   } catch (err) {
     // The caller gets no stack to tear down: without this, the services that did start and the
     // broker ran on after the test (a service slow to start on a loaded machine left them behind).
-    await Promise.all([...procs.values()].map((p) => stopProcess(p.child, 'SIGTERM', 10_000)));
+    await Promise.all(running().map((p) => stopProcess(p.child, 'SIGTERM', 10_000)));
     await nats.stop();
     if (!process.env.MEMSTREAM_KEEP_TEST_DATA) rmSync(dataDir, { recursive: true, force: true });
     throw err;
@@ -84,16 +122,25 @@ export async function startTestStack(opts: { services?: readonly ServiceName[]; 
       return baseUrl;
     },
     env,
+    layout,
     procs,
     start,
     logs,
     async stopService(name, signal = 'SIGKILL') {
       const p = procs.get(name);
-      if (p) await stopProcess(p.child, signal);
-      procs.delete(name);
+      // Stopped already, or going with another service of its host a moment ago: wait for that.
+      if (!p) return stopping.get(name);
+      const stopped = stopProcess(p.child, signal);
+      // Every service of the process goes with it (a worker host's several).
+      for (const [s, q] of procs) {
+        if (q !== p) continue;
+        procs.delete(s);
+        stopping.set(s, stopped);
+      }
+      await stopped;
     },
     async teardown() {
-      await Promise.all([...procs.values()].map((p) => stopProcess(p.child, 'SIGTERM', 10_000)));
+      await Promise.all(running().map((p) => stopProcess(p.child, 'SIGTERM', 10_000)));
       await nats.stop();
       if (!process.env.MEMSTREAM_KEEP_TEST_DATA) rmSync(dataDir, { recursive: true, force: true });
     },

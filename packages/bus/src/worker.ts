@@ -126,30 +126,70 @@ export async function startOpsServer(opts: { port: number; host: string; ready: 
   return { server, port, url: `http://${host}:${port}` };
 }
 
+/** One worker of the process, as its ops port sees it. */
+interface OpsMember {
+  state: 'starting' | 'running' | 'stopping';
+  checks: () => Promise<void>;
+}
+
 /**
- * Start one pipeline stage as a process: connect, ensure the topology, consume, and stop in the
- * house order on SIGTERM: stop consuming → drain NATS → close stores.
+ * The process's ops port, shared by every worker it hosts (one, or several under a worker host:
+ * packages/cli/src/host.ts): opened by the first, /readyz ready only while every one of them is
+ * running and its broker and stores answer. On globalThis, like the shutdown (kit lifecycle.ts).
+ */
+interface ProcessOps {
+  members: Map<string, OpsMember>;
+  opened: Promise<OpsServer>;
+}
+const OPS_SLOT = Symbol.for('memstream.bus.ops');
+
+function processOps(address: { port: number; host: string }): ProcessOps {
+  const g = globalThis as Record<symbol, ProcessOps | undefined>;
+  const existing = g[OPS_SLOT];
+  if (existing) return existing;
+  const members = new Map<string, OpsMember>();
+  const opened = startOpsServer({
+    ...address,
+    ready: async () => {
+      // Every hosted worker, each named when it is not: one that is still starting, or stopping, makes the process not ready.
+      await Promise.all(
+        [...members].map(async ([name, m]) => {
+          if (m.state !== 'running') throw new Error(members.size > 1 ? `${name}: ${m.state}` : m.state);
+          try {
+            await m.checks();
+          } catch (err) {
+            throw new Error(members.size > 1 ? `${name}: ${errorMessage(err)}` : errorMessage(err));
+          }
+        }),
+      );
+    },
+  }).catch((err: unknown) => {
+    throw new Error(`could not open the ops port (MEMSTREAM_OPS_PORT; 0 picks a free one): ${errorMessage(err)}`);
+  });
+  const ops: ProcessOps = { members, opened };
+  g[OPS_SLOT] = ops;
+  return ops;
+}
+
+/**
+ * Start one pipeline stage or reader: connect, ensure the topology, consume, and stop in the
+ * house order on SIGTERM: stop consuming → drain NATS → close stores. A process may host several
+ * (packages/cli/src/host.ts): each has its own connection and consumers, they share the ops port,
+ * and one signal stops them all (kit's onShutdown).
  */
 export async function startWorker(opts: WorkerOptions): Promise<void> {
   const { log } = opts;
   try {
     // The ops port opens first, so liveness answers while the worker connects; readiness waits.
-    let state: 'starting' | 'running' | 'stopping' = 'starting';
-    let checks: () => Promise<void> = async () => {};
-    const ops = await startOpsServer({
-      ...(opts.ops ?? opsAddressFromEnv()),
-      ready: async () => {
-        if (state !== 'running') throw new Error(state);
-        await checks();
-      },
-    }).catch((err: unknown) => {
-      throw new Error(`could not open the ops port (MEMSTREAM_OPS_PORT; 0 picks a free one): ${errorMessage(err)}`);
-    });
+    const processOpsPort = processOps(opts.ops ?? opsAddressFromEnv());
+    const me: OpsMember = { state: 'starting', checks: async () => {} };
+    processOpsPort.members.set(opts.consumer, me);
+    const ops = await processOpsPort.opened;
     const bus = await connectBus({ url: opts.natsUrl, name: `memstream-${opts.consumer}`, log });
     // Every process applies the same topology, with the same overrides, so none undoes another's.
     await ensureTopology(bus.jsm, { ackWaitMs: opts.ackWaitMs });
     const { handle, handleBatch, close, ready, more = [], stopConsuming } = await opts.setup(bus);
-    checks = async () => {
+    me.checks = async () => {
       await within(2_000, 'the broker', bus.jsm.getAccountInfo());
       if (ready) await within(2_000, 'the stores', ready());
     };
@@ -187,7 +227,7 @@ export async function startWorker(opts: WorkerOptions): Promise<void> {
       [
         'stop consuming',
         () => {
-          state = 'stopping';
+          me.state = 'stopping';
           for (const u of unwatch) u();
           return Promise.all([...[runner, ...others].map((r) => r.stop()), stopConsuming?.()]);
         },
@@ -196,7 +236,7 @@ export async function startWorker(opts: WorkerOptions): Promise<void> {
       ['close stores', () => close?.()],
       ['flush telemetry', () => telemetry.flush()],
     ]);
-    state = 'running';
+    me.state = 'running';
     log.info({ consumer: opts.consumer, concurrency: opts.concurrency, opsUrl: ops.url, opsPort: ops.port }, 'ready');
   } catch (err) {
     log.fatal({ err: errorMessage(err) }, 'failed to start');

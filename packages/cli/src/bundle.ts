@@ -5,7 +5,7 @@ import { pathToFileURL } from 'node:url';
 import type { Plugin } from 'esbuild';
 
 /** Bumped when what a bundle contains or where it is laid out changes. */
-const RECIPE = 'b1';
+const RECIPE = 'b2';
 
 /**
  * The services compiled ahead of time, one ES module per service (esbuild, code split), so a
@@ -37,7 +37,8 @@ export async function serviceBundles(root: string, services: readonly string[]):
   try {
     await build({
       absWorkingDir: root,
-      entryPoints: services.map((s) => path.join(root, 'services', s, 'src', 'main.ts')),
+      // The worker host (./host.ts) beside the services: it loads their bundled entries, so the code they share loads once.
+      entryPoints: [...services.map((s) => path.join(root, 'services', s, 'src', 'main.ts')), path.join(root, HOST_ENTRY)],
       outbase: root,
       outdir: tmp,
       outExtension: { '.js': '.mjs' },
@@ -79,9 +80,17 @@ function pruneOld(parent: string, keep: string): void {
   }
 }
 
+/** The worker host's source, from the repository root (./host.ts). */
+export const HOST_ENTRY = path.join('packages', 'cli', 'src', 'host.ts');
+
 /** The bundled entry of one service in `dir`, as serviceBundles lays it out. */
 export function bundledEntry(dir: string, service: string): string {
   return path.join(dir, 'services', service, 'src', 'main.mjs');
+}
+
+/** The bundled worker host in `dir`. */
+export function bundledHost(dir: string): string {
+  return path.join(dir, HOST_ENTRY.replace(/\.ts$/, '.mjs'));
 }
 
 /**

@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { commonEnv, parseEnv } from '@memstream/kit';
-import { DEFAULT_WORKER_NICE } from './stack.js';
+import { DEFAULT_WORKER_NICE, LAYOUTS } from './stack.js';
 
 /** The launcher's environment: the README's configuration table, in code. */
 export const Config = z.object({
@@ -20,6 +20,12 @@ export const Config = z.object({
   MEMSTREAM_ACK_WAIT_MS: z.coerce.number().int().min(1000).optional(),
   /** `up`: the nice value of the pipeline's workers (the gateway and nats-server keep the launcher's); 0 makes them equal. */
   MEMSTREAM_WORKER_NICE: z.coerce.number().int().min(0).max(19).default(DEFAULT_WORKER_NICE),
+  /**
+   * `up`: how the workers are laid out in processes. `grouped` (two worker hosts: the stages
+   * before the last, and the services that write the stores), `per-service` (one process each,
+   * as in Kubernetes) or `one-process` (every worker in one); docs/pipeline.md, "Process layout".
+   */
+  MEMSTREAM_LAYOUT: z.enum(LAYOUTS).default('grouped'),
   MEMSTREAM_STREAM_REPLICAS: commonEnv.MEMSTREAM_STREAM_REPLICAS,
   /** `import` and `mcp`: the running memstream to talk to (default http://MEMSTREAM_HOST:MEMSTREAM_PORT). */
   MEMSTREAM_URL: z.url().optional(),

@@ -4,12 +4,11 @@ import { randomBytes } from 'node:crypto';
 import { pino } from 'pino';
 import { build as prettyStream } from 'pino-pretty';
 import { connectBus, ensureTopology } from '@memstream/bus';
-import { STOP_ORDER } from '@memstream/contracts';
 import { createLogger, errorMessage } from '@memstream/kit';
 import { openDocumentViews, SqliteDocumentViews, MongoDocumentViews, type DocumentViews } from '@memstream/views';
 import { loadConfig, type Config } from './config.js';
 import { startNatsServer, type NatsServerHandle } from './nats-server.js';
-import { REPO_ROOT, SERVICES, spawnLauncherLayout, spawnService, stopProcess, type ServiceName, type ServiceProcess } from './stack.js';
+import { REPO_ROOT, SERVICES, processStopOrder, spawnLauncherLayout, spawnProcess, stopProcess, type ServiceName, type ServiceProcess } from './stack.js';
 import { serviceBundles } from './bundle.js';
 import { keepEarlierDefaultModel } from './earlier-model.js';
 import { compareViews, progressBar, rebuildViews } from './replay.js';
@@ -138,12 +137,16 @@ async function up(config: Config): Promise<void> {
   const onLog = logSink();
   // The pipeline's workers run at a lower CPU priority than the gateway (MEMSTREAM_WORKER_NICE; stack.ts, DEFAULT_WORKER_NICE).
   const nice = config.MEMSTREAM_WORKER_NICE;
-  const niceOf = (name: ServiceName) => (name === 'gateway' ? 0 : nice);
-  const procs = new Map<ServiceName, ServiceProcess>();
+  const niceOf = (p: ServiceProcess) => (p.name === 'gateway' ? 0 : nice);
+  // By process: a service alone, or a worker host (MEMSTREAM_LAYOUT; stack.ts, layoutProcesses).
+  const procs = new Map<string, ServiceProcess>();
   let stopping = false;
+  // A host's line names the process and what it runs: `stages (extractor, chunker, embedder)`.
+  const named = (p: ServiceProcess) => (p.services.length > 1 || p.services[0] !== p.name ? { process: p.name, services: p.services } : { service: p.name });
 
-  // A crashed service is started again (at most 5 times a minute), so one bad moment does not stop the system.
-  const restarts = new Map<ServiceName, number[]>();
+  // A crashed process is started again (at most 5 times a minute), so one bad moment does not stop the system;
+  // a host is started again whole, every service it ran.
+  const restarts = new Map<string, number[]>();
   const supervise = (p: ServiceProcess) => {
     p.child.once('exit', (code, signal) => {
       if (stopping) return;
@@ -151,17 +154,17 @@ async function up(config: Config): Promise<void> {
       const recent = (restarts.get(p.name) ?? []).filter((t) => now - t < 60_000);
       restarts.set(p.name, [...recent, now]);
       if (recent.length >= 5) {
-        log.error({ service: p.name }, 'service keeps crashing: giving up on it');
+        log.error(named(p), 'service keeps crashing: giving up on it');
         return;
       }
-      log.warn({ service: p.name, code, signal }, 'service exited: restarting');
-      spawnService(p.name, { env, onLog, detached: true, bundleDir, nice: niceOf(p.name) })
+      log.warn({ ...named(p), code, signal }, 'service exited: restarting');
+      spawnProcess({ name: p.name, services: p.services }, { env, onLog, detached: true, bundleDir, nice: niceOf(p) })
         .then((np) => {
-          log.info({ service: np.name, ms: Date.now() - now, ...(np.opsUrl ? { opsUrl: np.opsUrl } : {}) }, 'service restarted (its ops port may have moved)');
+          log.info({ ...named(np), ms: Date.now() - now, ...(np.opsUrl ? { opsUrl: np.opsUrl } : {}) }, 'service restarted (its ops port may have moved)');
           procs.set(np.name, np);
           supervise(np);
         })
-        .catch((err) => log.error({ service: p.name, err: errorMessage(err) }, 'restart failed'));
+        .catch((err) => log.error({ ...named(p), err: errorMessage(err) }, 'restart failed'));
     });
   };
 
@@ -213,10 +216,7 @@ async function up(config: Config): Promise<void> {
   const stopAll = async () => {
     stopping = true;
     // Gateway first (stop accepting), then the stages, then the projection, then the broker.
-    for (const name of STOP_ORDER) {
-      const p = procs.get(name);
-      if (p) await stopProcess(p.child);
-    }
+    for (const p of processStopOrder([...procs.values()])) await stopProcess(p.child);
     await nats?.stop();
   };
   let signalled = false;
@@ -230,7 +230,7 @@ async function up(config: Config): Promise<void> {
   process.on('SIGTERM', () => onSignal('SIGTERM'));
 
   try {
-    for (const p of await spawnLauncherLayout({ env, onLog, detached: true, bundleDir, workerNice: nice })) procs.set(p.name, p);
+    for (const p of await spawnLauncherLayout({ env, onLog, detached: true, bundleDir, workerNice: nice, layout: config.MEMSTREAM_LAYOUT })) procs.set(p.name, p);
     const gw = procs.get('gateway')!;
     for (const p of procs.values()) supervise(p);
     const url = gw.url ?? `http://${config.MEMSTREAM_HOST}:${config.MEMSTREAM_PORT}`;
@@ -242,7 +242,7 @@ async function up(config: Config): Promise<void> {
         `  API key  : ${key}   (from ${source})`,
         `  data dir : ${dir}`,
         `  metrics  : ${url}/metrics (gateway); workers' /metrics, /healthz, /readyz:`,
-        ...[...procs.values()].filter((p) => p.opsUrl).map((p) => `             ${p.name.padEnd(11)}${p.opsUrl}`),
+        ...[...procs.values()].filter((p) => p.opsUrl).map((p) => `             ${p.name.padEnd(11)}${p.opsUrl}${p.services.length > 1 ? `  (${p.services.join(', ')})` : ''}`),
         `  try      : curl -s ${url}/v3/documents -H "Authorization: Bearer ${key}" -H 'content-type: application/json' -d '{"content":"hello memstream"}'`,
         `  stop     : Ctrl-C`,
         '',

@@ -3,8 +3,8 @@ import { existsSync, writeFileSync } from 'node:fs';
 import { setPriority } from 'node:os';
 import { fileURLToPath } from 'node:url';
 import path from 'node:path';
-import { SERVICE_NAMES } from '@memstream/contracts';
-import { bundledEntry } from './bundle.js';
+import { SERVICE_NAMES, STOP_ORDER, WORKER_HOSTS } from '@memstream/contracts';
+import { bundledEntry, bundledHost, HOST_ENTRY } from './bundle.js';
 
 /** The repository root (this file is packages/cli/src/stack.ts). */
 export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '../../..');
@@ -13,12 +13,66 @@ export const REPO_ROOT = path.resolve(path.dirname(fileURLToPath(import.meta.url
 export const SERVICES = SERVICE_NAMES;
 export type ServiceName = (typeof SERVICES)[number];
 
+/** One process of a layout: a service on its own entry, or a worker host running several (./host.ts). */
+export interface ProcessSpec {
+  /** The service's name, or the host's (WORKER_HOSTS: `stages`, `stores`; `workers` for every worker at once). */
+  name: string;
+  /** What runs in it, in start order. */
+  services: ServiceName[];
+}
+
+/**
+ * How the workers are laid out in processes (the gateway is always a process of its own):
+ * - `grouped`, `./memstream up`'s default: the two worker hosts of WORKER_HOSTS;
+ * - `per-service`: one process per service, as Kubernetes runs them (MEMSTREAM_LAYOUT=per-service);
+ * - `one-process`: every worker in one host (`bench ingest --layout one-process`, for comparison).
+ */
+export const LAYOUTS = ['grouped', 'per-service', 'one-process'] as const;
+export type Layout = (typeof LAYOUTS)[number];
+
+/**
+ * The processes of `layout` that run the services `wanted`, workers first (in SERVICES order),
+ * then the gateway. A host left with one wanted worker runs it as its own process.
+ */
+export function layoutProcesses(layout: Layout, wanted: readonly ServiceName[] = SERVICES): ProcessSpec[] {
+  const want = new Set(wanted);
+  const workers = SERVICES.filter((s) => s !== 'gateway' && want.has(s));
+  const groups: ProcessSpec[] =
+    layout === 'per-service'
+      ? workers.map((s) => ({ name: s, services: [s] }))
+      : layout === 'one-process'
+        ? [{ name: 'workers', services: workers }]
+        : Object.entries(WORKER_HOSTS).map(([name, members]) => ({ name, services: workers.filter((w) => (members as readonly string[]).includes(w)) }));
+  const processes = groups.filter((g) => g.services.length > 0).map((g) => (g.services.length === 1 ? { name: g.services[0]!, services: g.services } : g));
+  return want.has('gateway') ? [...processes, { name: 'gateway', services: ['gateway'] }] : processes;
+}
+
+/**
+ * The order `up` stops processes in: by STOP_ORDER of the last service each runs (the gateway
+ * first, no new work; the view last, it records what the others finished: the host with the
+ * projection stops after the one with the stages).
+ */
+export function processStopOrder<P extends { services: readonly ServiceName[] }>(procs: readonly P[]): P[] {
+  const last = (p: P) => Math.max(...p.services.map((s) => STOP_ORDER.indexOf(s)));
+  return [...procs].sort((a, b) => last(a) - last(b));
+}
+
+/** Where the launcher and the tests take the layout from: MEMSTREAM_LAYOUT, `grouped` unless set. */
+export function layoutFromEnv(env: NodeJS.ProcessEnv = process.env): Layout {
+  const v = env.MEMSTREAM_LAYOUT?.trim() || 'grouped';
+  if (!(LAYOUTS as readonly string[]).includes(v)) throw new Error(`MEMSTREAM_LAYOUT must be one of ${LAYOUTS.join(', ')} (got "${v}")`);
+  return v as Layout;
+}
+
 export interface ServiceProcess {
-  name: ServiceName;
+  /** The service's name, or the worker host's. */
+  name: string;
+  /** The services it runs (one, or a host's several). */
+  services: ServiceName[];
   child: ChildProcess;
   /** The gateway's URL once it is ready. */
   url?: string;
-  /** Where a worker serves /healthz, /readyz and /metrics (the gateway serves them on `url`). */
+  /** Where a worker process serves /healthz, /readyz and /metrics (a host: one port for all it runs; the gateway serves them on `url`). */
   opsUrl?: string;
 }
 
@@ -56,13 +110,15 @@ export const DEFAULT_WORKER_NICE = 10;
 const NICE_BIN = ['/usr/bin/nice', '/bin/nice'].find((f) => existsSync(f));
 
 /**
- * The launcher's process layout: every worker at once, each its own process at `nice`, then the
- * gateway (once the workers are ready) at the launcher's priority. `./memstream up` and the
- * benches that run "as up does" (bench/load.ts) start it through here.
+ * The launcher's processes: every worker process of `layout` at once (default: up's, grouped),
+ * at `nice`, then the gateway (once the workers are ready) at the launcher's priority.
+ * `./memstream up` and the benches that run "as up does" (bench/load.ts, bench/ingest.ts) start
+ * it through here.
  */
-export async function spawnLauncherLayout(opts: SpawnOptions & { workerNice?: number }): Promise<ServiceProcess[]> {
-  const { workerNice: nice = DEFAULT_WORKER_NICE, ...rest } = opts;
-  const workers = await Promise.all(SERVICES.filter((s) => s !== 'gateway').map((s) => spawnService(s, { ...rest, nice })));
+export async function spawnLauncherLayout(opts: SpawnOptions & { workerNice?: number; layout?: Layout }): Promise<ServiceProcess[]> {
+  const { workerNice: nice = DEFAULT_WORKER_NICE, layout = 'grouped', ...rest } = opts;
+  const specs = layoutProcesses(layout);
+  const workers = await Promise.all(specs.filter((p) => p.name !== 'gateway').map((p) => spawnProcess(p, { ...rest, nice })));
   const gateway = await spawnService('gateway', rest);
   return [...workers, gateway];
 }
@@ -90,13 +146,42 @@ function niceAutogroup(pid: number, nice: number): void {
  * output if it exits or stays silent too long.
  */
 export function spawnService(name: ServiceName, opts: SpawnOptions): Promise<ServiceProcess> {
-  const entry = opts.bundleDir ? bundledEntry(opts.bundleDir, name) : path.join(REPO_ROOT, 'services', name, 'src', 'main.ts');
-  const env = { ...process.env, ...opts.env };
-  // Several workers share this host: each takes a free ops port (it logs it in its ready line)
+  return spawnProcess({ name, services: [name] }, opts);
+}
+
+const SERVICE_OF_LINE = /"service":"([a-z-]+)"/;
+
+/**
+ * Start one process of a layout — a service alone, or a worker host with several (./host.ts) —
+ * and resolve when every service in it has logged `ready`. Rejects with its last output if it
+ * exits or stays silent too long. A host's log lines reach `onLog` under the service that wrote
+ * them (their `service` field).
+ */
+export function spawnProcess(spec: ProcessSpec, opts: SpawnOptions): Promise<ServiceProcess> {
+  const { name } = spec;
+  const hosted = spec.services.length > 1 || spec.services[0] !== name;
+  const entry = hosted
+    ? opts.bundleDir
+      ? bundledHost(opts.bundleDir)
+      : path.join(REPO_ROOT, HOST_ENTRY)
+    : opts.bundleDir
+      ? bundledEntry(opts.bundleDir, name)
+      : path.join(REPO_ROOT, 'services', name, 'src', 'main.ts');
+  const env: NodeJS.ProcessEnv = { ...process.env, ...opts.env };
+  if (hosted) {
+    env.MEMSTREAM_WORKERS = spec.services.join(',');
+    env.MEMSTREAM_PROCESS = name;
+  } else {
+    delete env.MEMSTREAM_WORKERS;
+    delete env.MEMSTREAM_PROCESS;
+  }
+  // Several workers share this host: each process takes a free ops port (it logs it in its ready line)
   // unless the caller chose one; the environment's own MEMSTREAM_OPS_PORT would make them collide.
   env.MEMSTREAM_OPS_PORT = opts.env.MEMSTREAM_OPS_PORT ?? '0';
   // Readiness is read from the `ready` log line, which is info: never start a service quieter than that.
   if (['warn', 'error', 'fatal', 'silent'].includes(env.LOG_LEVEL ?? '')) env.LOG_LEVEL = 'info';
+  // A host tells its services' ready lines apart by their `service` field: JSON lines, never pretty ones.
+  if (hosted) env.MEMSTREAM_LOG_PRETTY = '0';
   const argv = [process.execPath, ...(process.env.MEMSTREAM_CPU_PROF ? ['--cpu-prof', '--cpu-prof-dir=' + process.env.MEMSTREAM_CPU_PROF] : []), ...(opts.bundleDir ? ['--enable-source-maps'] : ['--import', 'tsx']), entry];
   // `nice` execs node in place: the pid is node's, signals reach it as before.
   const viaNice = opts.nice && NICE_BIN ? [NICE_BIN, '-n', String(opts.nice)] : [];
@@ -116,41 +201,47 @@ export function spawnService(name: ServiceName, opts: SpawnOptions): Promise<Ser
     }
   }
   if (opts.nice && opts.detached && child.pid) niceAutogroup(child.pid, opts.nice);
+  const readyTimeoutMs = opts.readyTimeoutMs ?? 30_000;
   return new Promise((resolve, reject) => {
     let tail = '';
-    let ready = false;
+    const waiting = new Set<string>(spec.services);
+    let url: string | undefined;
+    let opsUrl: string | undefined;
     const timer = setTimeout(() => {
-      if (!ready) {
+      if (waiting.size > 0) {
         child.kill('SIGKILL');
-        reject(new Error(`${name} was not ready within ${opts.readyTimeoutMs ?? 30_000} ms:\n${tail}`));
+        reject(new Error(`${name} was not ready within ${readyTimeoutMs} ms${hosted ? ` (still starting: ${[...waiting].join(', ')})` : ''}:\n${tail}`));
       }
-    }, opts.readyTimeoutMs ?? 30_000);
+    }, readyTimeoutMs);
     const onData = (d: Buffer) => {
       const s = d.toString('utf8');
-      if (!ready) tail = (tail + s).slice(-4000);
+      if (waiting.size > 0) tail = (tail + s).slice(-4000);
       for (const line of s.split('\n')) {
         if (!line) continue;
-        opts.onLog?.(name, line);
-        if (!ready && line.includes('"msg":"ready"')) {
-          ready = true;
-          clearTimeout(timer);
-          let url: string | undefined;
-          let opsUrl: string | undefined;
+        const of = hosted ? ((SERVICE_OF_LINE.exec(line)?.[1] as ServiceName | undefined) ?? name) : name;
+        opts.onLog?.(of as ServiceName, line);
+        if (waiting.size > 0 && line.includes('"msg":"ready"') && waiting.has(of)) {
           try {
-            ({ url, opsUrl } = JSON.parse(line) as { url?: string; opsUrl?: string });
+            const parsed = JSON.parse(line) as { url?: string; opsUrl?: string };
+            url ??= parsed.url;
+            opsUrl ??= parsed.opsUrl;
           } catch {
-            // a pretty-printed line: the gateway URL is then known from the config
+            // a pretty-printed line (a service alone): the gateway URL is then known from the config
           }
-          resolve({ name, child, ...(url ? { url } : {}), ...(opsUrl ? { opsUrl } : {}) });
+          waiting.delete(of);
+          if (waiting.size === 0) {
+            clearTimeout(timer);
+            resolve({ name, services: [...spec.services], child, ...(url ? { url } : {}), ...(opsUrl ? { opsUrl } : {}) });
+          }
         }
       }
     };
     child.stdout!.on('data', onData);
     child.stderr!.on('data', onData);
     child.once('exit', (code, signal) => {
-      if (!ready) {
+      if (waiting.size > 0) {
         clearTimeout(timer);
-        reject(new Error(`${name} exited (${code ?? signal}) before it was ready:\n${tail}`));
+        reject(new Error(`${name} exited (${code ?? signal}) before it was ready${hosted ? ` (still starting: ${[...waiting].join(', ')})` : ''}:\n${tail}`));
       }
     });
   });

@@ -331,3 +331,21 @@ export const SERVICE_NAMES = [...new Set<string>(['projection', ...PIPELINE.map(
 
 /** Stop order: the gateway first (no new work), the stages in pipeline order, then the readers, the view last (it records what the others finished). */
 export const STOP_ORDER = ['gateway', ...PIPELINE.map((r) => r.service), ...SERVICE_NAMES.filter((s) => s !== 'gateway' && s !== 'projection' && !PIPELINE.some((r) => r.service === s)), 'projection'] as typeof SERVICE_NAMES;
+
+/**
+ * `./memstream up`'s process layout on one machine (the embedded default): the workers in two
+ * Node processes, each still its own durable consumers and broker connection, each process one
+ * event loop, one heap and one copy of the code they share (the NATS client, zod, the runner).
+ * - `stages`: the stages before the completing one, whose work is the document's text and
+ *   vectors in memory (extract, chunk, embed);
+ * - `stores`: the completing stage and every reader of the log, the services that write the local
+ *   stores (the chunk index, the view, the memories, the notifier's notes).
+ * Measured against one process per service: about a quarter more documents a second with a
+ * quarter less CPU per document (docs/pipeline.md, "Process layout"). Kubernetes keeps one
+ * service per process (deploy/), and `MEMSTREAM_LAYOUT=per-service` does so under `up`.
+ */
+export const WORKER_HOSTS = {
+  stages: PIPELINE.filter((r: StageRow) => !r.completes).map((r) => r.service),
+  stores: [...new Set<string>([...PIPELINE.filter((r: StageRow) => r.completes).map((r) => r.service), ...STOP_ORDER.filter((s) => Object.values(READERS).some((r) => r.service === s))])],
+} as Record<'stages' | 'stores', Array<Exclude<(typeof SERVICE_NAMES)[number], 'gateway'>>>;
+export type WorkerHostName = keyof typeof WORKER_HOSTS;

@@ -1,5 +1,5 @@
 import { describe, expect, it } from 'vitest';
-import { CONSUMERS, STATUS_ON_ARRIVAL, announcesStart, DOCUMENT_STATUSES, IN_PROGRESS_STATUSES, LIFECYCLE_TRANSITIONS, PIPELINE, REDRIVE_ORDER, SERVICE_NAMES, STAGES, STOP_ORDER, recomputes, stageOfStatus, waitingOn } from './index.js';
+import { CONSUMERS, STATUS_ON_ARRIVAL, announcesStart, DOCUMENT_STATUSES, IN_PROGRESS_STATUSES, LIFECYCLE_TRANSITIONS, PIPELINE, REDRIVE_ORDER, SERVICE_NAMES, STAGES, STOP_ORDER, WORKER_HOSTS, recomputes, stageOfStatus, waitingOn } from './index.js';
 
 // What the table derives, pinned: a new row must change these on purpose (and the API's statuses
 // only with the spec).
@@ -54,5 +54,13 @@ describe('the pipeline table', () => {
   it("derives the launcher's services: start order and stop order", () => {
     expect(SERVICE_NAMES).toEqual(['projection', 'extractor', 'chunker', 'embedder', 'indexer', 'memorizer', 'notifier', 'gateway']);
     expect(STOP_ORDER).toEqual(['gateway', 'extractor', 'chunker', 'embedder', 'indexer', 'memorizer', 'notifier', 'projection']);
+  });
+});
+
+describe("up's process layout", () => {
+  it('hosts every worker exactly once: the stages before the last in one process, the last stage and the readers in the other', () => {
+    expect(WORKER_HOSTS).toEqual({ stages: ['extractor', 'chunker', 'embedder'], stores: ['indexer', 'memorizer', 'notifier', 'projection'] });
+    const hosted = Object.values(WORKER_HOSTS).flat();
+    expect(hosted.sort()).toEqual(SERVICE_NAMES.filter((s) => s !== 'gateway').sort());
   });
 });

@@ -2,7 +2,7 @@ import path from 'node:path';
 
 /** The telemetry's own settings, read once from the environment (the OTEL_* ones are the SDK's). */
 export interface TelemetryConfig {
-  /** OTel service.name: OTEL_SERVICE_NAME, else memstream-<service> from the entry file. */
+  /** OTel service.name: OTEL_SERVICE_NAME, else memstream-<service> (MEMSTREAM_PROCESS, or from the entry file). */
   serviceName: string;
   /** The short service name: the `service` label on every metric. */
   service: string;
@@ -35,8 +35,13 @@ export function serviceFromEntry(entry: string | undefined): string {
   return i >= 0 && parts[i + 2] === 'src' && parts[i + 1] ? parts[i + 1]! : 'memstream';
 }
 
+/**
+ * The process's service name: MEMSTREAM_PROCESS when the launcher names it (a worker host runs
+ * several services in one process: packages/cli/src/host.ts, `stages` or `stores`), else the
+ * entry file's service.
+ */
 export function telemetryConfigFrom(env: NodeJS.ProcessEnv = process.env, entry: string | undefined = process.argv[1]): TelemetryConfig {
-  const service = serviceFromEntry(entry);
+  const service = env.MEMSTREAM_PROCESS?.trim() || serviceFromEntry(entry);
   return {
     service,
     serviceName: env.OTEL_SERVICE_NAME?.trim() || (service === 'memstream' ? 'memstream' : `memstream-${service}`),
