@@ -172,10 +172,48 @@ function processOps(address: { port: number; host: string }): ProcessOps {
 }
 
 /**
+ * The process's connection to NATS, shared by every worker it hosts: their acks, publishes and
+ * pulls of one event-loop turn leave in one socket write (the patched client writes once per turn
+ * and connection), and deliveries to all of them arrive on one socket. Each worker gets its own
+ * handle (its logger), and the connection drains when the last of them closes its handle. On
+ * globalThis, like the ops port.
+ */
+interface ProcessBus {
+  url: string;
+  bus: Promise<Bus>;
+  open: number;
+}
+const BUS_SLOT = Symbol.for('memstream.bus.connection');
+
+async function processBus(url: string, consumer: string, log: Logger): Promise<Bus> {
+  const g = globalThis as Record<symbol, ProcessBus | undefined>;
+  let shared = g[BUS_SLOT];
+  if (!shared || shared.url !== url) {
+    // A host names its connection after itself (MEMSTREAM_PROCESS: `stages`, `stores`), a worker alone after its consumer.
+    const name = `memstream-${process.env.MEMSTREAM_PROCESS?.trim() || consumer}`;
+    shared = { url, bus: connectBus({ url, name, log }), open: 0 };
+    g[BUS_SLOT] = shared;
+  }
+  const mine = shared;
+  const bus = await mine.bus;
+  mine.open++;
+  let closed = false;
+  return {
+    ...bus,
+    log,
+    async close() {
+      if (closed) return;
+      closed = true;
+      if (--mine.open === 0) await bus.close();
+    },
+  };
+}
+
+/**
  * Start one pipeline stage or reader: connect, ensure the topology, consume, and stop in the
  * house order on SIGTERM: stop consuming → drain NATS → close stores. A process may host several
- * (packages/cli/src/host.ts): each has its own connection and consumers, they share the ops port,
- * and one signal stops them all (kit's onShutdown).
+ * (packages/cli/src/host.ts): each has its own consumers, they share the broker connection and
+ * the ops port, and one signal stops them all (kit's onShutdown).
  */
 export async function startWorker(opts: WorkerOptions): Promise<void> {
   const { log } = opts;
@@ -185,7 +223,7 @@ export async function startWorker(opts: WorkerOptions): Promise<void> {
     const me: OpsMember = { state: 'starting', checks: async () => {} };
     processOpsPort.members.set(opts.consumer, me);
     const ops = await processOpsPort.opened;
-    const bus = await connectBus({ url: opts.natsUrl, name: `memstream-${opts.consumer}`, log });
+    const bus = await processBus(opts.natsUrl, opts.consumer, log);
     // Every process applies the same topology, with the same overrides, so none undoes another's.
     await ensureTopology(bus.jsm, { ackWaitMs: opts.ackWaitMs });
     const { handle, handleBatch, close, ready, more = [], stopConsuming } = await opts.setup(bus);
