@@ -14,7 +14,8 @@
 import { makeDoc } from './bench-docs.js';
 import { cpuMs, writeSyscalls } from './proc-cpu.js';
 import { intFlag } from './flags.js';
-import { mkdtempSync, rmSync } from 'node:fs';
+import { httpClient } from './http-client.js';
+import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir, cpus, totalmem } from 'node:os';
 import path from 'node:path';
 import { StorageType } from '@nats-io/jetstream';
@@ -24,7 +25,7 @@ import { createLogger } from '@memstream/kit';
 import { SqliteDocumentViews } from '@memstream/views';
 import { commandArgs } from '@memstream/cli';
 
-const USAGE = `usage: ./memstream bench [ingest] [--docs 1000] [--memory-docs N (default: --docs)] [--concurrency 16] [--warmup 0] [--layout grouped|per-service|one-process] [--worker-nice N] [--json]
+const USAGE = `usage: ./memstream bench [ingest] [--docs 1000] [--memory-docs N (default: --docs)] [--concurrency 16] [--warmup 0] [--layout grouped|per-service|one-process] [--worker-nice N] [--timeline] [--json]
 
 N documents of about 2 KB through a private memstream: add throughput, end-to-end documents/s, time to done, and the raw JetStream publish ceiling.
 The services run as ./memstream up runs them: from the compiled bundles, the workers at nice --worker-nice (default
@@ -40,6 +41,8 @@ const { values } = commandArgs('bench', USAGE, {
     json: { type: 'boolean', default: false },
     'memory-docs': { type: 'string' },
     warmup: { type: 'string', default: '0' },
+    // Documents done in each second of a phase, and the machine's idle share in it: where the time goes (a slow start, a long tail).
+    timeline: { type: 'boolean', default: false },
     // The processes the workers run in (packages/cli/src/stack.ts, layoutProcesses): grouped is ./memstream up's.
     layout: { type: 'string', default: 'grouped' },
     'worker-nice': { type: 'string', default: String(DEFAULT_WORKER_NICE) },
@@ -57,6 +60,17 @@ if (!(LAYOUTS as readonly string[]).includes(values.layout)) {
   process.exit(2);
 }
 const LAYOUT = values.layout as Layout;
+
+/** The machine's idle time so far, in clock ticks (/proc/stat's cpu line; CLK_PER_SEC of them a second per core). */
+const CLK_PER_SEC = 100;
+function idleTicks(): number {
+  try {
+    const f = readFileSync('/proc/stat', 'utf8').split('\n')[0]!.trim().split(/\s+/);
+    return Number(f[4]) + Number(f[5]);
+  } catch {
+    return NaN;
+  }
+}
 
 function pct(sorted: number[], p: number): number {
   if (sorted.length === 0) return NaN;
@@ -97,7 +111,7 @@ async function main(): Promise<void> {
     // A host's CPU is its services' together: the report names them (--layout per-service splits them).
     const label = (p: ServiceProcess) => (p.services.length > 1 ? `${p.name} (${p.services.join(', ')})` : p.name);
     const gw = procs.find((p) => p.name === 'gateway')!;
-    const url = gw.url!;
+    const client = httpClient(gw.url!, C, { authorization: `Bearer ${apiKey}` });
 
     // Time-to-done per document: from the moment its add was sent to the moment its indexed
     // event (the event that makes it done) is published; time-to-memorized: to the moment the
@@ -144,6 +158,7 @@ async function main(): Promise<void> {
     const phase = async (taskType: 'superrag' | 'memory', n: number, finishedBefore: number, first = 0, tag = `bench-${taskType}`) => {
       const ids: string[] = [];
       const cpu0 = cpuOf();
+      const client0 = process.cpuUsage();
       const writes0 = writesOf();
       const msgs0 = await varz();
       const conns0 = await connz();
@@ -153,13 +168,9 @@ async function main(): Promise<void> {
         while (next < n) {
           const i = next++;
           const t = performance.now();
-          const res = await fetch(`${url}/v3/documents`, {
-            method: 'POST',
-            headers: { authorization: `Bearer ${apiKey}`, 'content-type': 'application/json' },
-            body: JSON.stringify({ content: docs[first + i], containerTag: tag, taskType }),
-          });
-          if (res.status !== 200) throw new Error(`add answered ${res.status}: ${await res.text()}`);
-          const { id } = (await res.json()) as { id: string };
+          const res = await client.post('/v3/documents', JSON.stringify({ content: docs[first + i], containerTag: tag, taskType }));
+          if (res.status !== 200) throw new Error(`add answered ${res.status}: ${res.text}`);
+          const { id } = JSON.parse(res.text) as { id: string };
           sentAt.set(id, t);
           ids.push(id);
         }
@@ -168,8 +179,17 @@ async function main(): Promise<void> {
       const addSecs = (performance.now() - t0) / 1000;
       // Ten minutes, or more for a large phase on a loaded machine (the memory phase of one tag is serial).
       const deadline = Date.now() + Math.max(10 * 60_000, n * 1_000);
+      const timeline: Array<{ sec: number; done: number; idle: number }> = [];
+      let nextTick = t0 + 1000;
+      let idle0 = idleTicks();
       for (;;) {
         const c = await views.countByStatus();
+        if (values.timeline && performance.now() >= nextTick) {
+          const idle1 = idleTicks();
+          timeline.push({ sec: Math.round((nextTick - t0) / 1000), done: c.done + c.failed - finishedBefore, idle: idle1 - idle0 });
+          idle0 = idle1;
+          nextTick += 1000;
+        }
         if (c.done + c.failed >= finishedBefore + n) break;
         if (Date.now() > deadline) throw new Error(`not all documents finished: ${JSON.stringify(c)}`);
         await new Promise((r) => setTimeout(r, 50));
@@ -184,6 +204,7 @@ async function main(): Promise<void> {
         memorizedSecs = (performance.now() - t0) / 1000;
       }
       const cpu1 = cpuOf();
+      const client1 = process.cpuUsage(client0);
       const writes1 = writesOf();
       const msgs1 = await varz();
       const conns1 = await connz();
@@ -200,6 +221,9 @@ async function main(): Promise<void> {
         ...(memorizedSecs !== null ? { memorizedDocsPerSec: Math.round(n / memorizedSecs), timeToMemorizedMs: { p50: Math.round(pct(mem, 50)), p99: Math.round(pct(mem, 99)) } } : {}),
         cpuMsPerDoc,
         cpuMsPerDocTotal: +Object.values(cpuMsPerDoc).reduce((a, b) => a + b, 0).toFixed(2),
+        ...(values.timeline ? { timeline } : {}),
+        // This process: the HTTP clients that send the adds and the watch for done, on the same cores as memstream.
+        loadGeneratorCpuMsPerDoc: +((client1.user + client1.system) / 1000 / n).toFixed(2),
         writeSyscallsPerDoc: Object.fromEntries(Object.keys(writes0).map((k) => [k, +((writes1[k]! - writes0[k]!) / n).toFixed(1)])),
         natsMessagesPerDoc: { in: +((msgs1.in - msgs0.in) / n).toFixed(1), out: +((msgs1.out - msgs0.out) / n).toFixed(1) },
         natsMessagesPerDocByConnection: Object.fromEntries(
@@ -218,6 +242,7 @@ async function main(): Promise<void> {
     await views.close();
     sub.unsubscribe();
     memSub.unsubscribe();
+    client.close();
     await bus.close();
 
     const result = {
@@ -260,7 +285,14 @@ async function main(): Promise<void> {
             `    CPU ms per document        ${ph.cpuMsPerDocTotal} in all: ${Object.entries(ph.cpuMsPerDoc)
               .sort((a, b) => b[1] - a[1])
               .map(([k, v]) => `${k} ${v}`)
-              .join(', ')}`,
+              .join(', ')}; the load generator (this process) ${ph.loadGeneratorCpuMsPerDoc} beside them`,
+            ...(ph.timeline
+              ? [
+                  `    timeline (second: done so far, machine idle %) ${ph.timeline
+                    .map((x) => `${x.sec}: ${x.done} ${Math.round((100 * x.idle) / (cpus().length * CLK_PER_SEC))}%`)
+                    .join(', ')}`,
+                ]
+              : []),
             `    write system calls per doc ${+Object.values(ph.writeSyscallsPerDoc).reduce((a, b) => a + b, 0).toFixed(1)} in all: ${Object.entries(ph.writeSyscallsPerDoc)
               .sort((a, b) => b[1] - a[1])
               .map(([k, v]) => `${k} ${v}`)
