@@ -12,8 +12,8 @@ export const Config = z.object({
   STALL_MAX_REDRIVES: z.coerce.number().int().min(0).default(3),
   /** How often the projection looks for stalled documents. */
   STALL_SCAN_MS: z.coerce.number().int().min(50).default(30_000),
-  /** Events one process applies at once. */
-  PROJECTION_CONCURRENCY: intFromEnv(64),
+  /** Events one process holds at once (waiting for a batch or in one; batches of up to 128). */
+  PROJECTION_CONCURRENCY: intFromEnv(256),
 });
 export type Config = z.infer<typeof Config>;
 export const loadConfig = (): Config => parseEnv(Config);
