@@ -6,7 +6,7 @@ import { commonEnv, intFromEnv, parseEnv } from '@memstream/kit';
 export const Config = z
   .object({
     ...commonEnv,
-    EMBEDDER_CONCURRENCY: intFromEnv(32),
+    EMBEDDER_CONCURRENCY: intFromEnv(64),
     ...embedderEnv,
   })
   .superRefine(checkEmbedderEnv);

@@ -37,7 +37,7 @@ export const loadTranscriberSettings = (): TranscriberSettings => parseEnv(Trans
 export const Config = z.object({
   ...commonEnv,
   /** Documents one process extracts at once. */
-  EXTRACTOR_CONCURRENCY: intFromEnv(16),
+  EXTRACTOR_CONCURRENCY: intFromEnv(32),
   /** Per file: wall time, and resident memory of the child process tree that parses it. */
   EXTRACT_TIMEOUT_MS: z.coerce.number().int().min(1000).default(DEFAULT_LIMITS.timeoutMs),
   EXTRACT_MAX_RSS_MB: z.coerce.number().int().min(64).default(DEFAULT_LIMITS.maxRssBytes / 1048576),
