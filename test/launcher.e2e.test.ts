@@ -4,7 +4,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { REPO_ROOT, layoutProcesses } from '@memstream/cli';
+import { REPO_ROOT, layoutFromEnv, layoutProcesses } from '@memstream/cli';
 import { SqliteChunkIndex } from '@memstream/chunk-index';
 import { SqliteDocumentViews } from '@memstream/views';
 import { api, waitFor } from './support/stack.js';
@@ -22,8 +22,8 @@ const freePort = () =>
     });
   });
 
-/** The processes `./memstream up` runs by default: its worker hosts (`stages`, `stores`) and the gateway. */
-const UP_PROCESSES = layoutProcesses('grouped');
+/** The processes `./memstream up` runs (MEMSTREAM_LAYOUT, which it inherits; by default its worker hosts `stages` and `stores`) and the gateway. */
+const UP_PROCESSES = layoutProcesses(layoutFromEnv());
 const WORKER_PROCESSES = UP_PROCESSES.filter((p) => p.name !== 'gateway');
 /** A process's role: the launcher, nats-server, a service alone (its name) or a worker host (its name, from MEMSTREAM_PROCESS). */
 type Role = string;

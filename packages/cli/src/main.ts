@@ -141,8 +141,8 @@ async function up(config: Config): Promise<void> {
   // By process: a service alone, or a worker host (MEMSTREAM_LAYOUT; stack.ts, layoutProcesses).
   const procs = new Map<string, ServiceProcess>();
   let stopping = false;
-  // A host's line names the process and what it runs: `stages (extractor, chunker, embedder)`.
-  const named = (p: ServiceProcess) => (p.services.length > 1 || p.services[0] !== p.name ? { process: p.name, services: p.services } : { service: p.name });
+  // Every line names the process; a host's also what it runs (`stages`: extractor, chunker, embedder), a service alone itself.
+  const named = (p: ServiceProcess) => (p.services.length > 1 || p.services[0] !== p.name ? { process: p.name, services: p.services } : { process: p.name, service: p.name });
 
   // A crashed process is started again (at most 5 times a minute), so one bad moment does not stop the system;
   // a host is started again whole, every service it ran.
