@@ -7,9 +7,10 @@ import { defineConfig } from 'vitest/config';
 // files never share state.
 //
 // Two groups, one after the other: the packages' and services' own tests two files at a time
-// (each is one process), then the files under test/ one at a time (an e2e file runs nine
-// service processes of its own, and two at once only fight over 2 cores: tried, each ran ~2×
-// slower), so the first group overlaps the idle moments of one-process files.
+// (each is one process), then the files under test/ one at a time (an e2e file runs a stack of
+// its own: the eight services in three processes as `up` lays them out, nine per service; two
+// at once only fight over 2 cores: tried with nine, each ran ~2× slower), so the first group
+// overlaps the idle moments of one-process files.
 export default defineConfig({
   test: {
     testTimeout: 30_000,

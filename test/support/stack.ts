@@ -27,6 +27,8 @@ export interface TestStack {
   stopService(name: ServiceName, signal?: NodeJS.Signals): Promise<void>;
   /** Every service's log lines, for post-mortems on failure. */
   logs: string[];
+  /** Processes that exited on their own (not stopped by the stack): what, how, and their last lines. */
+  crashes: string[];
   teardown(): Promise<void>;
 }
 
@@ -55,6 +57,7 @@ export async function startTestStack(opts: { services?: readonly ServiceName[]; 
   const nats = await startNatsServer({ storeDir: path.join(dataDir, 'nats'), dieWithParent: true });
   const apiKey = 'ms_test_' + Math.random().toString(36).slice(2).padEnd(16, 'x');
   const logs: string[] = [];
+  const crashes: string[] = [];
   const env: Record<string, string> = {
     NATS_URL: nats.url,
     MEMSTREAM_DATA_DIR: dataDir,
@@ -78,8 +81,22 @@ export async function startTestStack(opts: { services?: readonly ServiceName[]; 
   const spawn = async (spec: { name: string; services: ServiceName[] }, extraEnv: Record<string, string>) => {
     // MEMSTREAM_TEST_READY_MS: a longer start-up allowance on a loaded machine (default 30 s).
     const readyTimeoutMs = Number(process.env.MEMSTREAM_TEST_READY_MS ?? 30_000);
-    const p = await spawnProcess(spec, { env: { ...env, ...extraEnv }, readyTimeoutMs, bundleDir: await testBundles(), onLog: (s, line) => logs.push(`${s} ${line}`) });
+    const mine: string[] = [];
+    const p = await spawnProcess(spec, {
+      env: { ...env, ...extraEnv },
+      readyTimeoutMs,
+      bundleDir: await testBundles(),
+      onLog: (s, line) => {
+        logs.push(`${s} ${line}`);
+        mine.push(line);
+        if (mine.length > 40) mine.shift();
+      },
+    });
     for (const s of p.services) procs.set(s, p);
+    p.child.once('exit', (code, signal) => {
+      // Still the process of its services: nobody asked it to stop.
+      if (p.services.some((s) => procs.get(s) === p)) crashes.push(`${p.name} (${p.services.join(', ')}) exited ${code ?? signal}; its last lines:\n${mine.join('\n')}`);
+    });
     if (p.services.includes('gateway') && p.url) baseUrl = p.url;
     return p;
   };
@@ -126,6 +143,7 @@ export async function startTestStack(opts: { services?: readonly ServiceName[]; 
     procs,
     start,
     logs,
+    crashes,
     async stopService(name, signal = 'SIGKILL') {
       const p = procs.get(name);
       // Stopped already, or going with another service of its host a moment ago: wait for that.
@@ -140,7 +158,9 @@ export async function startTestStack(opts: { services?: readonly ServiceName[]; 
       await stopped;
     },
     async teardown() {
-      await Promise.all(running().map((p) => stopProcess(p.child, 'SIGTERM', 10_000)));
+      const all = running();
+      procs.clear();
+      await Promise.all(all.map((p) => stopProcess(p.child, 'SIGTERM', 10_000)));
       await nats.stop();
       if (!process.env.MEMSTREAM_KEEP_TEST_DATA) rmSync(dataDir, { recursive: true, force: true });
     },
@@ -187,8 +207,12 @@ export async function waitFor<T>(what: string, check: () => Promise<T | undefine
   }
 }
 
-/** Poll the stack's view store until `n` documents of container tag `tag` are done. */
-export async function waitTagDone(stack: { dataDir: string }, tag: string, n: number, timeoutMs: number, everyMs: number): Promise<void> {
+/**
+ * Poll the stack's view store until `n` documents of container tag `tag` are done. On a timeout
+ * the error says where the others are: the tag's documents by status, and (with `stack.logs`) the
+ * last warnings and errors the services logged.
+ */
+export async function waitTagDone(stack: { dataDir: string; logs?: string[]; crashes?: string[] }, tag: string, n: number, timeoutMs: number, everyMs: number): Promise<void> {
   const views = SqliteDocumentViews.open(path.join(stack.dataDir, 'views.sqlite'));
   try {
     await waitFor(
@@ -200,6 +224,13 @@ export async function waitTagDone(stack: { dataDir: string }, tag: string, n: nu
       timeoutMs,
       everyMs,
     );
+  } catch (err) {
+    const { items } = await views.list({ containerTags: [tag], sort: 'createdAt', order: 'asc', limit: 10_000, offset: 0 });
+    const by: Record<string, number> = {};
+    for (const v of items) by[v.status] = (by[v.status] ?? 0) + 1;
+    const troubles = (stack.logs ?? []).filter((l) => /"level":(40|50|60)/.test(l)).slice(-30);
+    const crashed = stack.crashes?.length ? `\nprocesses that exited on their own:\n${stack.crashes.join('\n')}` : '';
+    throw new Error(`${(err as Error).message}\n${tag}: ${items.length} documents in the view, by status ${JSON.stringify(by)}${crashed}${troubles.length ? `\nthe services' last warnings:\n${troubles.join('\n')}` : ''}`);
   } finally {
     await views.close();
   }

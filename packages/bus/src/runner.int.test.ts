@@ -118,6 +118,36 @@ describe('consumer runner over real JetStream', () => {
     expect(await lastEvent(bus, sub.documentId, 'failed')).toBeNull();
   });
 
+  it('a publish of what a handler returned that fails is the message\'s failure, never an unhandled rejection that ends the process', async () => {
+    // What the handler returns is published without the runner holding on to each publish's own
+    // promise (it awaits them together): a failing one (here an event its schema refuses; under
+    // a broker restart the connection-lost rejection of every publish in flight) must not be
+    // reported as unhandled, which ends a Node process (it took a worker host down in faults.e2e).
+    const unhandled: unknown[] = [];
+    const onUnhandled = (err: unknown) => unhandled.push(err);
+    process.on('unhandledRejection', onUnhandled);
+    try {
+      const sub = submittedEvent('emits garbage once');
+      const deliveries: number[] = [];
+      await run(
+        async (e, ctx) => {
+          if (e.documentId !== sub.documentId) return [];
+          deliveries.push(ctx.msg.deliveryCount);
+          const extracted = follow(e, 'document.extracted.v1', { title: null, type: 'text', text: 'x', url: null, format: 'plain' });
+          return [ctx.msg.deliveryCount === 1 ? ({ ...extracted, revision: -1 } as DocumentEvent) : extracted];
+        },
+        [sub],
+        async () => (await lastEvent(bus, sub.documentId, 'extracted')) !== null,
+      );
+      // A turn for a late rejection to be reported.
+      await new Promise((r) => setTimeout(r, 50));
+      expect(unhandled).toEqual([]);
+      expect(deliveries).toEqual([1, 2]);
+    } finally {
+      process.off('unhandledRejection', onUnhandled);
+    }
+  });
+
   it('on the last allowed delivery: failed (exhausted) and a copy in DEAD_LETTERS', async () => {
     const sub = submittedEvent('always down');
     let calls = 0;
