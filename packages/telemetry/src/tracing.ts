@@ -111,8 +111,14 @@ export function spansRecorded(): boolean {
 }
 
 /** Export what is buffered and stop: the last step of shutdown. */
+let shutdown: Promise<void> | null = null;
+/**
+ * Flush and stop the SDK, once per process: the services of a worker host each flush their
+ * telemetry as their last shutdown step, and the SDK warns on a second shutdown.
+ */
 export async function shutdownTelemetry(): Promise<void> {
-  await started?.sdk.shutdown().catch(() => {});
+  if (!started) return;
+  await (shutdown ??= started.sdk.shutdown().catch(() => {}));
 }
 
 function endSpan(span: Span, err: unknown): void {
