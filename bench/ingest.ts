@@ -20,7 +20,7 @@ import { tmpdir, cpus, totalmem } from 'node:os';
 import path from 'node:path';
 import { StorageType } from '@nats-io/jetstream';
 import { connectBus } from '@memstream/bus';
-import { DEFAULT_WORKER_NICE, LAYOUTS, REPO_ROOT, SERVICES, serviceBundles, spawnLauncherLayout, startNatsServer, stopProcess, type Layout, type ServiceProcess } from '@memstream/cli';
+import { DEFAULT_WORKER_NICE, LAYOUTS, isHost, REPO_ROOT, SERVICES, serviceBundles, spawnLauncherLayout, startNatsServer, stopProcess, type Layout, type ServiceProcess } from '@memstream/cli';
 import { createLogger } from '@memstream/kit';
 import { SqliteDocumentViews } from '@memstream/views';
 import { commandArgs } from '@memstream/cli';
@@ -109,7 +109,7 @@ async function main(): Promise<void> {
     const asUp = { ...env, MEMSTREAM_EXIT_WITH_PARENT: String(process.pid) };
     procs.push(...(await spawnLauncherLayout({ env: asUp, readyTimeoutMs, bundleDir, workerNice: NICE, detached: true, layout: LAYOUT })));
     // A host's CPU is its services' together: the report names them (--layout per-service splits them).
-    const label = (p: ServiceProcess) => (p.services.length > 1 ? `${p.name} (${p.services.join(', ')})` : p.name);
+    const label = (p: ServiceProcess) => (isHost(p) ? `${p.name} (${p.services.join(', ')})` : p.name);
     const gw = procs.find((p) => p.name === 'gateway')!;
     const client = httpClient(gw.url!, C, { authorization: `Bearer ${apiKey}` });
 

@@ -5,7 +5,7 @@ import { tmpdir } from 'node:os';
 import { execFileSync } from 'node:child_process';
 import { SqliteDocumentViews } from '@memstream/views';
 import { SqliteChunkIndex } from '@memstream/chunk-index';
-import { REPO_ROOT, compareViews, rebuildViews } from '@memstream/cli';
+import { REPO_ROOT, compareViews, isHost, rebuildViews } from '@memstream/cli';
 import { connectBus, type Bus } from '@memstream/bus';
 import { CONSUMERS, STREAM_DOCS } from '@memstream/contracts';
 import { compareIndexes, rebuildIndex } from '../packages/cli/src/replay-index.js';
@@ -82,7 +82,7 @@ describe('crash: kill -9 each service while documents are in flight', () => {
               return held >= 2 ? held : undefined;
             }, 60_000, 5);
             const p = stack.procs.get(worker)!;
-            killedProcess = p.services.length > 1 ? `process ${p.name} (${p.services.join(', ')})` : 'its process';
+            killedProcess = isHost(p) ? `process ${p.name} (${p.services.join(', ')})` : 'its process';
             await stack.stopService(worker, 'SIGKILL');
           }
           const r = await client.add(text(round, i), { containerTag: round, metadata: { i } });

@@ -5,7 +5,7 @@ import { api, startTestStack, waitFor, type TestStack } from './support/stack.js
 
 /**
  * The worker hosts `./memstream up` runs (packages/cli/src/host.ts): several workers in one Node
- * process, each with its own consumers and connection, sharing one ops port and one shutdown.
+ * process, each with its own consumers, sharing one broker connection, one ops port and one shutdown.
  */
 describe('worker hosts: several workers in one process, as ./memstream up runs them', () => {
   let stack: TestStack;

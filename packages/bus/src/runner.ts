@@ -260,13 +260,12 @@ export function runConsumer(opts: RunnerOptions): RunningConsumer {
       emit: (e) => {
         const p = publishEvent(bus, e, { headers: trace });
         sent.push(p);
-        const done = p.then(() => {});
         // Settled with the others below (an awaiting caller still gets the failure). A caller may
-        // drop what emit returns (the runner does, for what a handler returns): without these, a
-        // publish failing while nobody awaits it yet is an unhandled rejection, and Node ends the
+        // drop what emit returns (the runner does, for what a handler returns): without the catch,
+        // a publish failing while nobody awaits it yet is an unhandled rejection, and Node ends the
         // process. Seen when nats-server went away: the connection-lost rejection of the publishes
-        // in flight took a whole worker host down.
-        p.catch(() => {});
+        // in flight took a whole worker host down. (`then` already handles p's own rejection.)
+        const done = p.then(() => {});
         done.catch(() => {});
         return done;
       },

@@ -1,7 +1,7 @@
 import { createServer, type Server } from 'node:http';
 import { z } from 'zod';
 import { CONSUMERS, STREAM_DOCS, isStage, stageOf, type ConsumerName, type Stage } from '@memstream/contracts';
-import { errorMessage, onShutdown, type Logger } from '@memstream/kit';
+import { errorMessage, onShutdown, processWide, type Logger } from '@memstream/kit';
 import { busTelemetry } from './events.js';
 import { connectBus, type Bus } from './connect.js';
 import { ensureTopology } from './topology.js';
@@ -135,18 +135,18 @@ interface OpsMember {
 /**
  * The process's ops port, shared by every worker it hosts (one, or several under a worker host:
  * packages/cli/src/host.ts): opened by the first, /readyz ready only while every one of them is
- * running and its broker and stores answer. On globalThis, like the shutdown (kit lifecycle.ts).
+ * running and its broker and stores answer (kit's processWide, like the shutdown).
  */
 interface ProcessOps {
   members: Map<string, OpsMember>;
   opened: Promise<OpsServer>;
 }
-const OPS_SLOT = Symbol.for('memstream.bus.ops');
 
 function processOps(address: { port: number; host: string }): ProcessOps {
-  const g = globalThis as Record<symbol, ProcessOps | undefined>;
-  const existing = g[OPS_SLOT];
-  if (existing) return existing;
+  return processWide('bus.ops', () => openProcessOps(address));
+}
+
+function openProcessOps(address: { port: number; host: string }): ProcessOps {
   const members = new Map<string, OpsMember>();
   const opened = startOpsServer({
     ...address,
@@ -166,35 +166,27 @@ function processOps(address: { port: number; host: string }): ProcessOps {
   }).catch((err: unknown) => {
     throw new Error(`could not open the ops port (MEMSTREAM_OPS_PORT; 0 picks a free one): ${errorMessage(err)}`);
   });
-  const ops: ProcessOps = { members, opened };
-  g[OPS_SLOT] = ops;
-  return ops;
+  return { members, opened };
 }
 
 /**
  * The process's connection to NATS, shared by every worker it hosts: their acks, publishes and
  * pulls of one event-loop turn leave in one socket write (the patched client writes once per turn
  * and connection), and deliveries to all of them arrive on one socket. Each worker gets its own
- * handle (its logger), and the connection drains when the last of them closes its handle. On
- * globalThis, like the ops port.
+ * handle (its logger), and the connection drains when the last of them closes its handle. One per
+ * broker URL (kit's processWide, like the ops port).
  */
 interface ProcessBus {
-  url: string;
   bus: Promise<Bus>;
   open: number;
 }
-const BUS_SLOT = Symbol.for('memstream.bus.connection');
 
 async function processBus(url: string, consumer: string, log: Logger): Promise<Bus> {
-  const g = globalThis as Record<symbol, ProcessBus | undefined>;
-  let shared = g[BUS_SLOT];
-  if (!shared || shared.url !== url) {
+  const mine = processWide<ProcessBus>(`bus.connection ${url}`, () => {
     // A host names its connection after itself (MEMSTREAM_PROCESS: `stages`, `stores`), a worker alone after its consumer.
     const name = `memstream-${process.env.MEMSTREAM_PROCESS?.trim() || consumer}`;
-    shared = { url, bus: connectBus({ url, name, log }), open: 0 };
-    g[BUS_SLOT] = shared;
-  }
-  const mine = shared;
+    return { bus: connectBus({ url, name, log }), open: 0 };
+  });
   const bus = await mine.bus;
   mine.open++;
   let closed = false;

@@ -1,11 +1,12 @@
 /**
  * A worker host: several of the pipeline's workers in one Node process, each still its own
- * durable consumers and broker connection (`./memstream up` runs two: WORKER_HOSTS in
+ * durable consumers and handler (`./memstream up` runs two: WORKER_HOSTS in
  * packages/contracts/src/pipeline.ts; docs/pipeline.md, "Process layout").
  *
  * MEMSTREAM_WORKERS names them (comma-separated); each is its service's own entry
  * (services/<name>/src/main), loaded as it would be alone. What they share is the process: one
- * ops port whose /readyz waits for all of them (packages/bus worker.ts), one shutdown that stops
+ * broker connection and one ops port whose /readyz waits for all of them (packages/bus
+ * worker.ts), one shutdown that stops
  * them all on a signal, each in its house order (packages/kit lifecycle.ts), and one fate: a
  * worker that fails to start, or a crash, ends the process, and the launcher starts it again
  * whole. MEMSTREAM_PROCESS names the process (its telemetry's service name and metrics label).

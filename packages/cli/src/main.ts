@@ -8,7 +8,7 @@ import { createLogger, errorMessage } from '@memstream/kit';
 import { openDocumentViews, SqliteDocumentViews, MongoDocumentViews, type DocumentViews } from '@memstream/views';
 import { loadConfig, type Config } from './config.js';
 import { startNatsServer, type NatsServerHandle } from './nats-server.js';
-import { REPO_ROOT, SERVICES, processStopOrder, spawnLauncherLayout, spawnProcess, stopProcess, type ServiceName, type ServiceProcess } from './stack.js';
+import { REPO_ROOT, SERVICES, isHost, processStopOrder, spawnLauncherLayout, spawnProcess, stopProcess, type ServiceName, type ServiceProcess } from './stack.js';
 import { serviceBundles } from './bundle.js';
 import { keepEarlierDefaultModel } from './earlier-model.js';
 import { compareViews, progressBar, rebuildViews } from './replay.js';
@@ -142,7 +142,7 @@ async function up(config: Config): Promise<void> {
   const procs = new Map<string, ServiceProcess>();
   let stopping = false;
   // Every line names the process; a host's also what it runs (`stages`: extractor, chunker, embedder), a service alone itself.
-  const named = (p: ServiceProcess) => (p.services.length > 1 || p.services[0] !== p.name ? { process: p.name, services: p.services } : { process: p.name, service: p.name });
+  const named = (p: ServiceProcess) => (isHost(p) ? { process: p.name, services: p.services } : { process: p.name, service: p.name });
 
   // A crashed process is started again (at most 5 times a minute), so one bad moment does not stop the system;
   // a host is started again whole, every service it ran.
@@ -242,7 +242,7 @@ async function up(config: Config): Promise<void> {
         `  API key  : ${key}   (from ${source})`,
         `  data dir : ${dir}`,
         `  metrics  : ${url}/metrics (gateway); workers' /metrics, /healthz, /readyz:`,
-        ...[...procs.values()].filter((p) => p.opsUrl).map((p) => `             ${p.name.padEnd(11)}${p.opsUrl}${p.services.length > 1 ? `  (${p.services.join(', ')})` : ''}`),
+        ...[...procs.values()].filter((p) => p.opsUrl).map((p) => `             ${p.name.padEnd(11)}${p.opsUrl}${isHost(p) ? `  (${p.services.join(', ')})` : ''}`),
         `  try      : curl -s ${url}/v3/documents -H "Authorization: Bearer ${key}" -H 'content-type: application/json' -d '{"content":"hello memstream"}'`,
         `  stop     : Ctrl-C`,
         '',

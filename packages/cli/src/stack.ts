@@ -21,6 +21,11 @@ export interface ProcessSpec {
   services: ServiceName[];
 }
 
+/** Whether a process of a layout is a worker host (./host.ts) rather than one service on its own entry. */
+export function isHost(p: { name: string; services: readonly string[] }): boolean {
+  return p.services.length > 1 || p.services[0] !== p.name;
+}
+
 /**
  * How the workers are laid out in processes (the gateway is always a process of its own):
  * - `grouped`, `./memstream up`'s default: the two worker hosts of WORKER_HOSTS;
@@ -159,7 +164,7 @@ const SERVICE_OF_LINE = /"service":"([a-z-]+)"/;
  */
 export function spawnProcess(spec: ProcessSpec, opts: SpawnOptions): Promise<ServiceProcess> {
   const { name } = spec;
-  const hosted = spec.services.length > 1 || spec.services[0] !== name;
+  const hosted = isHost(spec);
   const entry = hosted
     ? opts.bundleDir
       ? bundledHost(opts.bundleDir)

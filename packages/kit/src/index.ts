@@ -6,3 +6,4 @@ export * from './ids.js';
 export * from './conversation.js';
 export * from './address-policy.js';
 export * from './limiter.js';
+export * from './process-wide.js';

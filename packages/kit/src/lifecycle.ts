@@ -1,4 +1,5 @@
 import type { Logger } from 'pino';
+import { processWide } from './process-wide.js';
 
 /** How long a service whose launcher died may take to stop: nobody waits for it, and `up`'s promise is that nothing outlives it by more than seconds. */
 const ORPHAN_GRACE_MS = 5_000;
@@ -15,22 +16,20 @@ interface Member {
 
 /**
  * The process's shutdown: every service it hosts (one, or several under a worker host:
- * packages/cli/src/host.ts) registers here, and one signal stops them all. Kept on globalThis so
- * that two copies of this module in one process (a bundle and a test's import) still share it.
+ * packages/cli/src/host.ts) registers here, and one signal stops them all (processWide).
  */
 interface Shutdown {
   members: Member[];
   /** Set once a stop began: a service registering later is stopped at once. */
   stop: ((member: Member) => void) | null;
 }
-const SLOT = Symbol.for('memstream.kit.shutdown');
 
 function processShutdown(): Shutdown {
-  const g = globalThis as Record<symbol, Shutdown | undefined>;
-  const existing = g[SLOT];
-  if (existing) return existing;
+  return processWide('kit.shutdown', installShutdown);
+}
+
+function installShutdown(): Shutdown {
   const s: Shutdown = { members: [], stop: null };
-  g[SLOT] = s;
   const runs: Array<Promise<boolean>> = [];
   const run = async (m: Member): Promise<boolean> => {
     let ok = true;
