@@ -1,21 +1,23 @@
 /**
  * Load benchmark: adds at a FIXED arrival rate for a fixed time, from a real load generator.
  *
- *   ./memstream bench load [--rate 1000] [--seconds 30] [--connections N]
+ *   ./memstream bench load [--rate 1000] [--seconds 30] [--generator paced|autocannon] [--connections N]
  *
- * Starts a private stack exactly as `./memstream up` runs it (spawnLauncherLayout: one process per
- * service from their compiled bundles, the workers at the launcher's nice value; its own nats-server on a free loopback port,
+ * Starts a private stack exactly as `./memstream up` runs it (spawnLauncherLayout: its processes
+ * from the compiled bundles, the workers at the launcher's nice value; its own nats-server on a free loopback port,
  * its own data dir), then, in one run:
  *   1. ceiling A: raw JetStream publishes of the same payloads at the same rate (one publish sent
  *      every 1/rate s whatever the others are doing; latency from send to the server's ack);
- *   2. ceiling B: the gateway's answer to a trivial authenticated GET at the same rate (autocannon);
+ *   2. ceiling B: the gateway's answer to a trivial authenticated GET at the same rate;
  *   3. the adds: POST /v3/documents, 2 KB distinct text bodies over a few container tags, at the
- *      rate (autocannon `overallRate`), while the pipeline works through them; then how long the
+ *      rate, while the pipeline works through them; then how long the
  *      backlog takes to drain. Beside the adds, a few small tenants (--probe-rate) each add one
  *      document under a tag of its own, as a tenant with no backlog would while a large import runs:
  *      their time to done against the load tags' is what the lanes are for (docs/pipeline.md, "Fairness").
  * Reports offered vs achieved rate, latency p50/p90/p99/max, non-2xx and errors, documents done
  * during the window and the drain time, and the CPU each process used; one JSON line at the end.
+ * The HTTP legs come from --generator: paced (bench/paced.ts, open loop, each request timed from
+ * when it was due, as wrk2 does) or autocannon's overallRate (per-second bursts: see paced.ts).
  * Figures, not assertions.
  */
 import { mkdtempSync, rmSync } from 'node:fs';
@@ -30,17 +32,21 @@ import { SqliteDocumentViews } from '@memstream/views';
 import { makeDoc } from './bench-docs.js';
 import { intFlag } from './flags.js';
 import { cpuMs } from './proc-cpu.js';
+import { pacedRun } from './paced.js';
 
-const USAGE = `usage: ./memstream bench load [--rate 1000] [--seconds 30] [--connections N] [--ceiling-seconds S] [--tags 4] [--probe-rate 4] [--task-type superrag|memory] [--worker-nice N] [--max-drain-seconds 900] [--json]
+const USAGE = `usage: ./memstream bench load [--rate 1000] [--seconds 30] [--generator paced|autocannon] [--connections N] [--ceiling-seconds S] [--tags 4] [--probe-rate 4] [--task-type superrag|memory] [--worker-nice N] [--max-drain-seconds 900] [--json]
 
-Adds (POST /v3/documents, 2 KB distinct text) at a fixed arrival rate for a fixed time, from autocannon, against a
+Adds (POST /v3/documents, 2 KB distinct text) at a fixed arrival rate for a fixed time, from a load generator, against a
 private stack started as ./memstream up starts it. Beside them, in the same run, the same rate of raw JetStream
 publishes of the same payloads and of a trivial authenticated GET. Prints offered and achieved rate, latency
 p50/p90/p99/max, non-2xx and errors, the pipeline's progress during the window and its drain time, CPU per process.
 
   --rate             requests per second offered (default 1000)
   --seconds          how long the adds are offered (default 30)
-  --connections      HTTP connections autocannon spreads the rate over (default rate/100, at least 1; see docs/pipeline.md "Load")
+  --generator        paced (default): open loop, request k due at k/rate s and timed from then (wrk2's way; bench/paced.ts);
+                     autocannon: its overallRate, which sends each second's share per connection back to back, then waits
+  --connections      HTTP connections, opened before the clock starts (default: paced rate/10, autocannon rate/100;
+                     at least 1; docs/pipeline.md, "Load")
   --ceiling-seconds  how long each ceiling is offered (default min(seconds, 10))
   --tags             how many container tags the documents are spread over (default 4)
   --probe-rate       small tenants per second during the adds, each one document in a tag of its own (default 4; 0: none);
@@ -55,6 +61,7 @@ const { values } = commandArgs('bench load', USAGE, {
     rate: { type: 'string', default: '1000' },
     seconds: { type: 'string', default: '30' },
     connections: { type: 'string' },
+    generator: { type: 'string', default: 'paced' },
     'ceiling-seconds': { type: 'string' },
     tags: { type: 'string', default: '4' },
     'probe-rate': { type: 'string', default: '4' },
@@ -67,12 +74,20 @@ const { values } = commandArgs('bench load', USAGE, {
 
 const RATE = intFlag('load', 'rate', values.rate, 1, 100_000);
 const SECONDS = intFlag('load', 'seconds', values.seconds, 1, 3600);
-const CONNECTIONS = intFlag('load', 'connections', values.connections ?? String(Math.max(1, Math.ceil(RATE / 100))), 1, 10_000);
+// Each paced connection carries rate/connections requests a second, one at a time: too few and a
+// request waits for its connection's answer before it (at 1,000/s, 10 gave p90 469 ms against 22 ms
+// with 200 on 2 cores, the pipeline working beside it). autocannon's are closed loops (paced.ts).
+const CONNECTIONS = intFlag('load', 'connections', values.connections ?? String(Math.max(1, Math.ceil(RATE / (values.generator === 'autocannon' ? 100 : 10)))), 1, 10_000);
 const CEILING_SECONDS = intFlag('load', 'ceiling-seconds', values['ceiling-seconds'] ?? String(Math.min(SECONDS, 10)), 1, 3600);
 const TAGS = intFlag('load', 'tags', values.tags, 1, 1000);
 const PROBE_RATE = intFlag('load', 'probe-rate', values['probe-rate'], 0, 100);
 const NICE = intFlag('load', 'worker-nice', values['worker-nice'], 0, 19);
 const MAX_DRAIN = intFlag('load', 'max-drain-seconds', values['max-drain-seconds'], 0, 86_400);
+const GENERATOR = values.generator;
+if (GENERATOR !== 'paced' && GENERATOR !== 'autocannon') {
+  process.stderr.write(`memstream bench load: --generator must be paced or autocannon (got ${JSON.stringify(GENERATOR)})\n`);
+  process.exit(2);
+}
 const TASK_TYPE = values['task-type'];
 if (TASK_TYPE !== 'superrag' && TASK_TYPE !== 'memory') {
   process.stderr.write(`memstream bench load: --task-type must be superrag or memory (got ${JSON.stringify(TASK_TYPE)})\n`);
@@ -105,10 +120,29 @@ interface Leg {
   non2xx: number;
   errors: number;
   timeouts: number;
-  /** autocannon's (corrected for coordinated omission) or, for JetStream, as measured. */
+  /** paced: from when each request was due; autocannon: its histogram (corrected for coordinated omission); JetStream: as measured. */
   latencyMs: Latency;
-  /** HTTP legs: each 2xx answer's latency as measured, without autocannon's corrections. */
+  /** HTTP legs: each 2xx answer's latency from when it was sent, without corrections. */
   rawLatencyMs?: Latency;
+}
+
+/** One HTTP leg at the fixed rate, from --generator. */
+function httpLeg(opts: { url: string; method: 'GET' | 'POST'; apiKey: string; seconds: number; body?: (i: number) => string }): Promise<Leg> {
+  return GENERATOR === 'paced' ? paced(opts) : cannon(opts);
+}
+
+async function paced(opts: { url: string; method: 'GET' | 'POST'; apiKey: string; seconds: number; body?: (i: number) => string }): Promise<Leg> {
+  const r = await pacedRun({ url: opts.url, method: opts.method, headers: { authorization: `Bearer ${opts.apiKey}` }, rate: RATE, seconds: opts.seconds, connections: CONNECTIONS, body: opts.body });
+  return {
+    offeredPerSec: RATE,
+    achievedPerSec: Math.round(r.ok / r.secs),
+    ok: r.ok,
+    non2xx: r.non2xx,
+    errors: r.errors,
+    timeouts: r.timeouts,
+    latencyMs: quantiles(r.fromDue),
+    rawLatencyMs: quantiles(r.fromSent),
+  };
 }
 
 /** One autocannon run at a fixed overall rate; `body(i)` gives request i's body (none for a GET). */
@@ -269,7 +303,7 @@ async function main(): Promise<void> {
 
     // Ceiling B: a trivial authenticated GET (the documents in flight: none yet) at the rate.
     const getCpu = cpuOf();
-    const get = await cannon({ url: `${url}/v3/documents/processing`, method: 'GET', apiKey, seconds: CEILING_SECONDS });
+    const get = await httpLeg({ url: `${url}/v3/documents/processing`, method: 'GET', apiKey, seconds: CEILING_SECONDS });
     const getCpuPct = cpuSince(getCpu, CEILING_SECONDS);
 
     // The adds, while the pipeline works; each add's document done = its indexed event.
@@ -277,7 +311,7 @@ async function main(): Promise<void> {
     const addCpu = cpuOf();
     const a0 = performance.now();
     const [add, probed] = await Promise.all([
-      cannon({ url: `${url}/v3/documents`, method: 'POST', apiKey, seconds: SECONDS, body: addBody }),
+      httpLeg({ url: `${url}/v3/documents`, method: 'POST', apiKey, seconds: SECONDS, body: addBody }),
       probe(url, apiKey, SECONDS),
     ]);
     const addSecs = (performance.now() - a0) / 1000;
@@ -322,6 +356,7 @@ async function main(): Promise<void> {
       rate: RATE,
       seconds: SECONDS,
       connections: CONNECTIONS,
+      generator: GENERATOR,
       ceilingSeconds: CEILING_SECONDS,
       tags: TAGS,
       taskType: TASK_TYPE,
@@ -347,7 +382,7 @@ async function main(): Promise<void> {
     };
     if (!values.json) {
       const leg = (name: string, l: Leg) =>
-        `  ${name.padEnd(28)} offered ${l.offeredPerSec}/s, achieved ${l.achievedPerSec}/s; p50 ${l.latencyMs.p50} ms, p90 ${l.latencyMs.p90} ms, p99 ${l.latencyMs.p99} ms, max ${l.latencyMs.max} ms${l.rawLatencyMs ? ` (uncorrected: p50 ${l.rawLatencyMs.p50}, p90 ${l.rawLatencyMs.p90}, p99 ${l.rawLatencyMs.p99} ms)` : ''}; ${l.ok} ok, non-2xx ${l.non2xx}, errors ${l.errors}, timeouts ${l.timeouts}`;
+        `  ${name.padEnd(28)} offered ${l.offeredPerSec}/s, achieved ${l.achievedPerSec}/s; p50 ${l.latencyMs.p50} ms, p90 ${l.latencyMs.p90} ms, p99 ${l.latencyMs.p99} ms, max ${l.latencyMs.max} ms${l.rawLatencyMs ? ` (${GENERATOR === 'paced' ? 'from when sent' : 'uncorrected'}: p50 ${l.rawLatencyMs.p50}, p90 ${l.rawLatencyMs.p90}, p99 ${l.rawLatencyMs.p99} ms)` : ''}; ${l.ok} ok, non-2xx ${l.non2xx}, errors ${l.errors}, timeouts ${l.timeouts}`;
       const secs = (t: { p50: number; p90: number; p99: number; max: number }) => `p50 ${t.p50} s, p90 ${t.p90} s, p99 ${t.p99} s, max ${t.max} s`;
       const cpu = (c: Record<string, number>) =>
         Object.entries(c)
@@ -357,7 +392,7 @@ async function main(): Promise<void> {
       process.stdout.write(
         [
           `memstream load bench — ${result.machine}; load average ${load.join(' ')} at the end`,
-          `  POST /v3/documents, 2 KB distinct text over ${TAGS} tags (taskType ${TASK_TYPE}), ${RATE}/s for ${SECONDS} s, ${CONNECTIONS} connections (autocannon overallRate); workers at nice ${NICE}`,
+          `  POST /v3/documents, 2 KB distinct text over ${TAGS} tags (taskType ${TASK_TYPE}), ${RATE}/s for ${SECONDS} s, ${CONNECTIONS} connections (${GENERATOR === 'paced' ? 'paced: open loop, latency from when each request was due' : 'autocannon overallRate: each second\'s share per connection back to back'}); workers at nice ${NICE}`,
           leg('adds', add),
           leg(`ceiling: JetStream publish`, jetstream),
           leg(`ceiling: authenticated GET`, get),
