@@ -100,6 +100,7 @@ export class SqliteDocumentViews implements DocumentViews {
   private readonly insertStmt: Database.Statement<unknown[]>;
   /** UPDATE statements by the set of FIELD_COLUMNS they set (a bit each), made when first needed. */
   private readonly updateStmts = new Map<number, Database.Statement<unknown[]>>();
+  private readonly listStmts = new Map<string, Database.Statement<unknown[], unknown>>();
   private readonly setContentStmt: Database.Statement<[string, string]>;
   private readonly deleteContentStmt: Database.Statement<[string]>;
   private readonly deleteStmt: Database.Statement<[string]>;
@@ -254,6 +255,20 @@ export class SqliteDocumentViews implements DocumentViews {
     return written;
   }
 
+  /**
+   * A list query's statement, prepared once per distinct SQL text (the filters a caller combines,
+   * the sort), the newest LIST_STATEMENTS kept: two prepared per call made the gateway's
+   * `GET /v3/documents/processing` 0.67 CPU-ms against 0.59 with them kept (1,000/s for 10 s).
+   */
+  private listStmt<R>(sql: string): Database.Statement<unknown[], R> {
+    let stmt = this.listStmts.get(sql);
+    if (stmt) this.listStmts.delete(sql);
+    else stmt = this.db.prepare<unknown[], R>(sql);
+    this.listStmts.set(sql, stmt);
+    if (this.listStmts.size > LIST_STATEMENTS) this.listStmts.delete(this.listStmts.keys().next().value!);
+    return stmt as Database.Statement<unknown[], R>;
+  }
+
   private updateStmt(mask: number): Database.Statement<unknown[]> {
     let stmt = this.updateStmts.get(mask);
     if (!stmt) {
@@ -295,10 +310,8 @@ export class SqliteDocumentViews implements DocumentViews {
     // One read transaction: the page and the total come from the same snapshot even while the writer commits.
     return this.db.transaction(() => {
       const { whereSql, params } = whereOf(query, this.fewTagged(query.containerTags));
-      const countStmt = this.db.prepare<unknown[], { n: number }>(`SELECT count(*) AS n FROM documents d ${whereSql}`);
-      const pageStmt = this.db.prepare<unknown[], Row>(
-        `SELECT ${COLUMNS} FROM ${FROM} ${whereSql} ORDER BY ${column} ${dir}, d.id ${dir} LIMIT ? OFFSET ?`,
-      );
+      const countStmt = this.listStmt<{ n: number }>(`SELECT count(*) AS n FROM documents d ${whereSql}`);
+      const pageStmt = this.listStmt<Row>(`SELECT ${COLUMNS} FROM ${FROM} ${whereSql} ORDER BY ${column} ${dir}, d.id ${dir} LIMIT ? OFFSET ?`);
       const total = countStmt.get(...params)?.n ?? 0;
       const items = pageStmt.all(...params, query.limit, query.offset).map(fromRow);
       return { items, total };
@@ -367,6 +380,9 @@ export class SqliteDocumentViews implements DocumentViews {
     this.cache.clear();
   }
 }
+
+/** How many list statements a connection keeps prepared (listStmt). */
+const LIST_STATEMENTS = 64;
 
 const SCHEMA = `
   CREATE TABLE IF NOT EXISTS documents (
