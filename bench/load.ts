@@ -34,7 +34,7 @@ import { intFlag } from './flags.js';
 import { cpuMs } from './proc-cpu.js';
 import { pacedRun } from './paced.js';
 
-const USAGE = `usage: ./memstream bench load [--rate 1000] [--seconds 30] [--generator paced|autocannon] [--connections N] [--ceiling-seconds S] [--tags 4] [--probe-rate 4] [--task-type superrag|memory] [--worker-nice N] [--max-drain-seconds 900] [--json]
+const USAGE = `usage: ./memstream bench load [--rate 1000] [--seconds 30] [--generator paced|autocannon] [--connections N] [--ceiling-seconds S] [--warmup-seconds 5] [--tags 4] [--probe-rate 4] [--task-type superrag|memory] [--worker-nice N] [--max-drain-seconds 900] [--json]
 
 Adds (POST /v3/documents, 2 KB distinct text) at a fixed arrival rate for a fixed time, from a load generator, against a
 private stack started as ./memstream up starts it. Beside them, in the same run, the same rate of raw JetStream
@@ -48,6 +48,8 @@ p50/p90/p99/max, non-2xx and errors, the pipeline's progress during the window a
   --connections      HTTP connections, opened before the clock starts (default: paced rate/10, autocannon rate/100;
                      at least 1; docs/pipeline.md, "Load")
   --ceiling-seconds  how long each ceiling is offered (default min(seconds, 10))
+  --warmup-seconds   first, unmeasured: adds at the rate for this long (other tags), then their drain (default 5; 0: none).
+                     A fresh stack's first seconds are its JIT's: p99 672 and 520 ms in seconds 1 and 2, 8-46 ms after
   --tags             how many container tags the documents are spread over (default 4)
   --probe-rate       small tenants per second during the adds, each one document in a tag of its own (default 4; 0: none);
                      their time to done is printed beside the load tags' documents'
@@ -63,6 +65,7 @@ const { values } = commandArgs('bench load', USAGE, {
     connections: { type: 'string' },
     generator: { type: 'string', default: 'paced' },
     'ceiling-seconds': { type: 'string' },
+    'warmup-seconds': { type: 'string', default: '5' },
     tags: { type: 'string', default: '4' },
     'probe-rate': { type: 'string', default: '4' },
     'task-type': { type: 'string', default: 'superrag' },
@@ -79,6 +82,7 @@ const SECONDS = intFlag('load', 'seconds', values.seconds, 1, 3600);
 // with 200 on 2 cores, the pipeline working beside it). autocannon's are closed loops (paced.ts).
 const CONNECTIONS = intFlag('load', 'connections', values.connections ?? String(Math.max(1, Math.ceil(RATE / (values.generator === 'autocannon' ? 100 : 10)))), 1, 10_000);
 const CEILING_SECONDS = intFlag('load', 'ceiling-seconds', values['ceiling-seconds'] ?? String(Math.min(SECONDS, 10)), 1, 3600);
+const WARMUP_SECONDS = intFlag('load', 'warmup-seconds', values['warmup-seconds'], 0, 3600);
 const TAGS = intFlag('load', 'tags', values.tags, 1, 1000);
 const PROBE_RATE = intFlag('load', 'probe-rate', values['probe-rate'], 0, 100);
 const NICE = intFlag('load', 'worker-nice', values['worker-nice'], 0, 19);
@@ -124,6 +128,8 @@ interface Leg {
   latencyMs: Latency;
   /** HTTP legs: each 2xx answer's latency from when it was sent, without corrections. */
   rawLatencyMs?: Latency;
+  /** paced: the p99 from when due of the requests due in each second, ms. */
+  p99BySecond?: number[];
 }
 
 /** One HTTP leg at the fixed rate, from --generator. */
@@ -142,6 +148,7 @@ async function paced(opts: { url: string; method: 'GET' | 'POST'; apiKey: string
     timeouts: r.timeouts,
     latencyMs: quantiles(r.fromDue),
     rawLatencyMs: quantiles(r.fromSent),
+    p99BySecond: r.p99BySecond,
   };
 }
 
@@ -243,6 +250,9 @@ async function main(): Promise<void> {
   const procs: ServiceProcess[] = [];
   const tags = Array.from({ length: TAGS }, (_, t) => `load-${t}`);
   const addBody = (i: number) => JSON.stringify({ content: makeDoc(i), containerTag: tags[i % TAGS], taskType: TASK_TYPE });
+  // The warm-up's documents: texts and tags of their own, left out of every figure after it.
+  const warmTags = new Set(tags.map((t) => `warmup-${t}`));
+  const warmBody = (i: number) => JSON.stringify({ content: makeDoc(30_000_000 + i), containerTag: `warmup-${tags[i % TAGS]}`, taskType: TASK_TYPE });
   try {
     const readyTimeoutMs = Number(process.env.MEMSTREAM_TEST_READY_MS ?? 60_000);
     // As `up`: the services' ahead-of-time bundles on plain node (MEMSTREAM_TSX=1: through tsx).
@@ -260,6 +270,25 @@ async function main(): Promise<void> {
       // Per process: CPU ms used per second of the leg, i.e. the share of one core in ‰ / 10 → %.
       return Object.fromEntries(Object.keys(a).map((k) => [k, Math.round(((b[k]! - a[k]!) / (secs * 1000)) * 100)]));
     };
+    const views = SqliteDocumentViews.open(path.join(dir, 'views.sqlite'));
+    const tally = (c: Record<string, number>) => ({ all: Object.values(c).reduce((a, b) => a + b, 0), finished: (c.done ?? 0) + (c.failed ?? 0) });
+
+    // Warm-up, unmeasured: the same adds at the same rate under tags of their own, then their drain, so
+    // what follows measures the running system rather than its JIT's first seconds.
+    let warmup: { leg: Leg; drainSecs: number } | null = null;
+    if (WARMUP_SECONDS > 0) {
+      const leg = await httpLeg({ url: `${url}/v3/documents`, method: 'POST', apiKey, seconds: WARMUP_SECONDS, body: warmBody });
+      const w0 = performance.now();
+      const until = Date.now() + MAX_DRAIN * 1000;
+      for (let c = tally(await views.countByStatus()); c.finished < Math.max(leg.ok, c.all); c = tally(await views.countByStatus())) {
+        if (Date.now() > until) throw new Error(`the warm-up's ${leg.ok} documents were not done within ${MAX_DRAIN} s`);
+        await new Promise((r) => setTimeout(r, 100));
+      }
+      warmup = { leg, drainSecs: +((performance.now() - w0) / 1000).toFixed(1) };
+    }
+    /** The views of the warm-up, all finished: the counts below start from these. */
+    const base = await views.countByStatus();
+    const before = tally(base).all;
 
     // Ceiling A: raw JetStream publishes of the same payloads (bodies of other indices, so the
     // adds' stay distinct), at the rate, on this broker, into a file stream of its own.
@@ -307,7 +336,6 @@ async function main(): Promise<void> {
     const getCpuPct = cpuSince(getCpu, CEILING_SECONDS);
 
     // The adds, while the pipeline works; each add's document done = its indexed event.
-    const views = SqliteDocumentViews.open(path.join(dir, 'views.sqlite'));
     const addCpu = cpuOf();
     const a0 = performance.now();
     const [add, probed] = await Promise.all([
@@ -317,16 +345,15 @@ async function main(): Promise<void> {
     const addSecs = (performance.now() - a0) / 1000;
     const addCpuPct = cpuSince(addCpu, addSecs);
     const atEnd = await views.countByStatus();
-    const doneInWindow = atEnd.done + atEnd.failed;
+    const doneInWindow = atEnd.done + atEnd.failed - before;
 
     // The backlog: until every document the gateway accepted is done or failed. Accepted counts
     // the adds autocannon saw answered and any still in flight when it stopped (the views hold them).
     const drainCpu = cpuOf();
     const d0 = performance.now();
     const deadline = Date.now() + MAX_DRAIN * 1000;
-    const tally = (c: Record<string, number>) => ({ all: Object.values(c).reduce((a, b) => a + b, 0), finished: (c.done ?? 0) + (c.failed ?? 0) });
     let counts = atEnd;
-    const finished = () => tally(counts).finished >= Math.max(add.ok + probed.ids.length, tally(counts).all);
+    const finished = () => tally(counts).finished >= Math.max(before + add.ok + probed.ids.length, tally(counts).all);
     while (!finished() && Date.now() < deadline) {
       await new Promise((r) => setTimeout(r, 100));
       counts = await views.countByStatus();
@@ -335,13 +362,13 @@ async function main(): Promise<void> {
     // Shares of a core over a drain of a moment are noise (the load generator's own threads read 289 %): none below a second.
     const drainCpuPct = drainSecs >= 1 ? cpuSince(drainCpu, drainSecs) : null;
     const drained = finished();
-    const accepted = Math.max(add.ok + probed.ids.length, tally(counts).all);
+    const accepted = Math.max(add.ok + probed.ids.length, tally(counts).all - before);
     // Time to done: the small tenants' documents against the load tags'.
     const probeIds = new Set(probed.ids);
     const probeTimes: number[] = [];
     const loadTimes: number[] = [];
     for await (const v of views.all()) {
-      if (v.status !== 'done') continue;
+      if (v.status !== 'done' || v.containerTags.some((t) => warmTags.has(t))) continue;
       if (probeIds.has(v.id)) probeTimes.push(secondsToDone(v));
       else loadTimes.push(secondsToDone(v));
     }
@@ -362,13 +389,14 @@ async function main(): Promise<void> {
       taskType: TASK_TYPE,
       workerNice: NICE,
       docBytes: 2048,
+      warmup: warmup && { seconds: WARMUP_SECONDS, ...warmup.leg, drainSecs: warmup.drainSecs, failed: base.failed },
       add,
       pipeline: {
         accepted,
         doneDuringWindow: doneInWindow,
         drainSecs: drained ? +drainSecs.toFixed(1) : null,
-        done: counts.done,
-        failed: counts.failed,
+        done: counts.done - base.done,
+        failed: counts.failed - base.failed,
         endToEndDocsPerSec: drained ? Math.round(accepted / (addSecs + drainSecs)) : null,
       },
       // Seconds from submission to done; probes: one document per new tag, PROBE_RATE per second during the adds.
@@ -393,10 +421,16 @@ async function main(): Promise<void> {
         [
           `memstream load bench — ${result.machine}; load average ${load.join(' ')} at the end`,
           `  POST /v3/documents, 2 KB distinct text over ${TAGS} tags (taskType ${TASK_TYPE}), ${RATE}/s for ${SECONDS} s, ${CONNECTIONS} connections (${GENERATOR === 'paced' ? 'paced: open loop, latency from when each request was due' : 'autocannon overallRate: each second\'s share per connection back to back'}); workers at nice ${NICE}`,
+          ...(warmup
+            ? [
+                `  warm-up, not measured        ${warmup.leg.ok} adds at ${RATE}/s for ${WARMUP_SECONDS} s in tags of their own, then drained in ${warmup.drainSecs} s (failed ${base.failed}); p99 ${warmup.leg.latencyMs.p99} ms${warmup.leg.p99BySecond ? `, by second ${warmup.leg.p99BySecond.join(', ')} ms` : ''}`,
+              ]
+            : []),
           leg('adds', add),
+          ...(add.p99BySecond ? [`  adds' p99 by second          ${add.p99BySecond.join(', ')} ms`] : []),
           leg(`ceiling: JetStream publish`, jetstream),
           leg(`ceiling: authenticated GET`, get),
-          `  pipeline                     ${doneInWindow} of ${accepted} accepted documents done during the window; ${drained ? `the backlog drained ${drainSecs.toFixed(1)} s after it` : `not drained after ${MAX_DRAIN} s (${counts.done} done, ${counts.failed} failed)`}; failed ${counts.failed}`,
+          `  pipeline                     ${doneInWindow} of ${accepted} accepted documents done during the window; ${drained ? `the backlog drained ${drainSecs.toFixed(1)} s after it` : `not drained after ${MAX_DRAIN} s (${counts.done - base.done} done, ${counts.failed - base.failed} failed)`}; failed ${counts.failed - base.failed}`,
           ...(PROBE_RATE > 0
             ? [
                 `  time to done                 small tenants (${probed.ids.length} documents, each in a tag of its own, ${PROBE_RATE}/s during the adds${probed.refused ? `, ${probed.refused} refused` : ''}): ${secs(result.timeToDoneSecs.probes)}`,

@@ -26,6 +26,8 @@ export interface PacedResult {
   fromSent: number[];
   /** Seconds from the first request due to the last answer. */
   secs: number;
+  /** Per second of the schedule (by when requests were due): the 2xx answers' p99 from when due, ms. */
+  p99BySecond: number[];
 }
 
 export async function pacedRun(opts: {
@@ -48,7 +50,8 @@ export async function pacedRun(opts: {
   const conns: RawConnection[] = await Promise.all(Array.from({ length: opts.connections }, () => rawConnection(url.hostname, Number(url.port))));
   // Each connection's requests in order: the one due next waits for the answer before it.
   const tails: Array<Promise<void>> = conns.map(() => Promise.resolve());
-  const r: PacedResult = { ok: 0, non2xx: 0, errors: 0, timeouts: 0, fromDue: [], fromSent: [], secs: 0 };
+  const r: PacedResult = { ok: 0, non2xx: 0, errors: 0, timeouts: 0, fromDue: [], fromSent: [], secs: 0, p99BySecond: [] };
+  const bySecond: number[][] = Array.from({ length: Math.ceil(opts.seconds) }, () => []);
   const send = (k: number, due: number): Promise<void> => {
     const c = k % conns.length;
     const done = tails[c]!.then(async () => {
@@ -66,6 +69,7 @@ export async function pacedRun(opts: {
         if (answer.status >= 200 && answer.status < 300) {
           r.ok++;
           r.fromDue.push(at - due);
+          bySecond[Math.floor((k / opts.rate) % bySecond.length)]!.push(at - due);
           r.fromSent.push(at - sent);
         } else r.non2xx++;
       } catch {
@@ -88,6 +92,10 @@ export async function pacedRun(opts: {
   await Promise.all(inflight);
   r.secs = (performance.now() - t0) / 1000;
   for (const c of conns) c.close();
+  r.p99BySecond = bySecond.map((xs) => {
+    xs.sort((a, b) => a - b);
+    return xs.length ? +xs[Math.min(xs.length - 1, Math.floor(0.99 * xs.length))]!.toFixed(1) : NaN;
+  });
   r.fromDue.sort((a, b) => a - b);
   r.fromSent.sort((a, b) => a - b);
   return r;
