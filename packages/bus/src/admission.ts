@@ -2,6 +2,7 @@ import { BULK_ADMISSION, CONSUMERS, STREAM_DOCS } from '@memstream/contracts';
 import { errorMessage, type Logger } from '@memstream/kit';
 import type { Bus } from './connect.js';
 import type { LaneBudget } from './pull-loop.js';
+import { backlogReports, type Backlog, type BacklogReports } from './backlog.js';
 
 /** What the bulk lane's admission reads (BULK_ADMISSION). */
 export interface AdmissionReading {
@@ -11,14 +12,30 @@ export interface AdmissionReading {
   normalAhead: number;
 }
 
-/** Read the later stages' durables and the entrance's normal one, in one round of consumer-info requests. */
+/** One listener to the stages' backlog announcements per connection (backlog.ts). */
+const reportsOf = new WeakMap<Bus, BacklogReports>();
+
+/**
+ * Read the later stages' durables and the entrance's normal one: from what their processes
+ * announce (backlog.ts), and with consumer info for a durable none of whose processes was heard
+ * from lately, all at once.
+ */
 export async function readAdmission(
   bus: Bus,
   normalDurable: string,
   downstream: readonly string[] = BULK_ADMISSION.downstream.map((s) => CONSUMERS[s].durable),
 ): Promise<AdmissionReading> {
-  const [normal, ...later] = await Promise.all([normalDurable, ...downstream].map((d) => bus.jsm.consumers.info(STREAM_DOCS, d)));
-  return { backlog: later.reduce((n, i) => n + i.num_pending + i.num_ack_pending, 0), normalAhead: normal!.num_pending };
+  let reports = reportsOf.get(bus);
+  if (!reports) reportsOf.set(bus, (reports = backlogReports(bus)));
+  const [normal, ...later] = await Promise.all(
+    [normalDurable, ...downstream].map(async (d): Promise<Backlog> => {
+      const heard = reports.of(d);
+      if (heard) return heard;
+      const i = await bus.jsm.consumers.info(STREAM_DOCS, d);
+      return { pending: i.num_pending, held: i.num_ack_pending };
+    }),
+  );
+  return { backlog: later.reduce((n, b) => n + b.pending + b.held, 0), normalAhead: normal!.pending };
 }
 
 /**

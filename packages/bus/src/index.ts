@@ -6,6 +6,7 @@ export * from './decide.js';
 export * from './stage.js';
 export * from './pull-loop.js';
 export * from './admission.js';
+export * from './backlog.js';
 export * from './acks.js';
 export * from './blobs.js';
 export * from './worker.js';

@@ -2,6 +2,7 @@ import type { Consumer, JsMsg } from '@nats-io/jetstream';
 import type { Lane } from '@memstream/contracts';
 import { errorMessage, type Logger } from '@memstream/kit';
 import type { Bus } from './connect.js';
+import type { Backlog } from './backlog.js';
 
 const BROKER_AWAY = /no responders|timeout|connection (?:closed|draining|disconnected)|jetstream is not enabled/i;
 
@@ -143,6 +144,11 @@ export function pullLoop(opts: {
    * or batched, so a lane passes over the other lane's backlog at the speed of its pulls.
    */
   skip?: (m: JsMsg) => boolean;
+  /**
+   * Told, on every change, the durable's pending count as of the last pull (a delivered message
+   * carries it; an empty pull means none) and how many messages this loop holds (backlog.ts).
+   */
+  onBacklog?: (b: Backlog) => void;
 }): PullLoop {
   const { log } = opts;
   const capacity = Math.max(1, opts.capacity);
@@ -161,7 +167,12 @@ export function pullLoop(opts: {
   const minPull = Math.max(1, Math.ceil(capacity / 4));
   /** How many more messages this loop may take now. */
   const room = (): number => (share ? share.budget.room(share.lane) : capacity - held.size);
-  const report = (): void => share?.budget.set(share.lane, held.size);
+  /** The durable's pending count at the last pull (JsMsg.info.pending of the newest delivery; 0 after an empty pull). */
+  let pending = 0;
+  const report = (): void => {
+    share?.budget.set(share.lane, held.size);
+    opts.onBacklog?.({ pending, held: held.size });
+  };
   // The other lane settling (or taking) messages changes this lane's room.
   const unlisten = share?.budget.onChange(() => freed?.());
 
@@ -225,6 +236,7 @@ export function pullLoop(opts: {
   }
 
   function arrived(m: JsMsg): void {
+    pending = m.info.pending;
     if (stopping) {
       m.nak();
       return;
@@ -281,10 +293,15 @@ export function pullLoop(opts: {
           arrived(m);
         }
         current = null;
+        // A pull that waited its time out for nothing saw nothing pending; one the server ended at
+        // once (below) says nothing about it.
+        const endedAtOnce = performance.now() - asked < FETCH_EXPIRES_MS / 2;
+        if (got === 0 && !endedAtOnce) pending = 0;
+        report();
         if (!stopping) dispatch(true);
         // A pull the server ended at once with nothing (say, max_ack_pending reached across
         // replicas): pause rather than spin.
-        if (got === 0 && performance.now() - asked < FETCH_EXPIRES_MS / 2) await pause(250);
+        if (got === 0 && endedAtOnce) await pause(250);
       } catch (err) {
         current = null;
         consumer = null;

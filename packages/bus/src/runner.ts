@@ -1,6 +1,6 @@
 import type { JsMsg } from '@nats-io/jetstream';
 import { headers as natsHeaders } from '@nats-io/nats-core';
-import { CONSUMERS, LANE_HEADER, STREAM_DOCS, TASK_TYPE_HEADER, deadLetterSubject, type ConsumerName, type Lane, type DocumentEvent, type EventKind, type FailureClass, type Stage } from '@memstream/contracts';
+import { CONSUMERS, isStage, LANE_HEADER, STREAM_DOCS, TASK_TYPE_HEADER, deadLetterSubject, type ConsumerName, type Lane, type DocumentEvent, type EventKind, type FailureClass, type Stage } from '@memstream/contracts';
 import { PermanentError, RetryableError, errorMessage, limiter, type Logger } from '@memstream/kit';
 import { ZodError } from 'zod';
 import type { Bus } from './connect.js';
@@ -10,6 +10,7 @@ import { DEFAULT_BATCH, LaneBudget, pullLoop, type BatchPolicy, type PullLoop } 
 import { decide, defaultBackoff, failureSignature, type Decision } from './decide.js';
 import { ackGroups } from './acks.js';
 import { admitBulkByBacklog } from './admission.js';
+import { backlogAnnouncer } from './backlog.js';
 
 export interface HandlerContext {
   /** Where the message stands in the stream and how often it was delivered. */
@@ -333,10 +334,13 @@ export function runConsumer(opts: RunnerOptions): RunningConsumer {
     ...(opts.keepAlive === false ? { keepAlive: false } : {}),
   };
   const bulkDurable = CONSUMERS[name].bulkDurable;
+  // A stage's backlog, for the readers of the bulk lane's admission (backlog.ts): the entrance's normal lane and every later stage.
+  const announcer = isStage(name) ? backlogAnnouncer(bus, CONSUMERS[name].durable) : null;
+  const onBacklog = announcer ? { onBacklog: announcer.update } : {};
   let loops: PullLoop[];
   let stopAdmission: (() => void) | undefined;
   if (!bulkDurable) {
-    loops = [pullLoop({ ...common, durable: CONSUMERS[name].durable })];
+    loops = [pullLoop({ ...common, durable: CONSUMERS[name].durable, ...onBacklog })];
   } else {
     // The entrance: one loop per lane, sharing the capacity (LaneBudget); each acks the other
     // lane's messages unread. Bulk work is admitted while the later stages' backlog is short and
@@ -344,7 +348,12 @@ export function runConsumer(opts: RunnerOptions): RunningConsumer {
     const budget = new LaneBudget(concurrency);
     stopAdmission = admitBulkByBacklog(bus, budget, log, { normalDurable: CONSUMERS[name].durable });
     loops = (['normal', 'bulk'] as const).map((lane) =>
-      pullLoop({ ...common, durable: lane === 'normal' ? CONSUMERS[name].durable : bulkDurable, lane: { lane, budget }, skip: (m) => laneOf(m) !== lane }),
+      pullLoop({
+        ...common,
+        ...(lane === 'normal' ? { durable: CONSUMERS[name].durable, ...onBacklog } : { durable: bulkDurable }),
+        lane: { lane, budget },
+        skip: (m) => laneOf(m) !== lane,
+      }),
     );
   }
   const done = Promise.all(loops.map((l) => l.done)).then(() => {});
@@ -354,6 +363,7 @@ export function runConsumer(opts: RunnerOptions): RunningConsumer {
       stopping = true;
       stopAdmission?.();
       await Promise.all(loops.map((l) => l.stop()));
+      announcer?.stop();
     },
   };
 }
