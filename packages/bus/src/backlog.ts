@@ -5,16 +5,18 @@ import type { Bus } from './connect.js';
  * A stage's backlog as its own processes see it, announced on core NATS (not kept anywhere) for
  * the readers of BULK_ADMISSION: the entrance, ten times a second, and each gateway's lane read.
  *
- * Why not consumer info alone: `$JS.API.CONSUMER.INFO` makes nats-server 2.9 count a filtered
- * consumer's pending messages from its store, on the one processor the embedded server runs with,
- * and every publish waits behind it. Four of them ten times a second (the entrance's poll) cost
- * the adds' p99 about 8 ms under a steady 1,000 adds/s (paced, 20 s against `./memstream up`, two
- * runs each, 2026-12-01: 22.0 and 22.6 ms with the poll at 100 ms, 14.2 and 14.2 ms at 1 s, 16.2
- * and 18.5 ms with these announcements at 100 ms; throughput the same). A delivered message
- * carries its consumer's pending count in its reply subject (JsMsg.info.pending) for nothing, and a
- * process knows what it holds. So each process of a stage announces {pending, held} for its durable, at most every
- * `intervalMs` while they change and every `heartbeatMs` while they do not; a reader adds up, per
- * durable, the newest pending and the held messages of every process heard from within `freshMs`.
+ * Why not consumer info alone: before 2.9.15 (nats-io/nats-server#3877; Debian has 2.9.10) every
+ * `$JS.API.CONSUMER.INFO` recounts the consumer's pending messages from the store, which for a
+ * wildcard filter over a stream with a subject per document is slow, on the one processor the
+ * embedded server runs with, and publishes wait behind it. Four of them ten times a second (the
+ * entrance's poll) cost the adds' p99 about 8 ms under a steady 1,000 adds/s (paced, 20 s against
+ * `./memstream up`, two runs each, 2026-12-01: 22.0 and 22.6 ms with the poll at 100 ms, 14.2 and
+ * 14.2 ms at 1 s, 16.2 and 18.5 ms with these announcements at 100 ms; throughput the same). A
+ * delivered message carries its consumer's pending count in its reply subject (JsMsg.info.pending)
+ * for nothing, and a process knows what it holds. So each process of a stage announces
+ * {pending, held} for its durable, at most every `intervalMs` while they change and every
+ * `heartbeatMs` while they do not; a reader adds up, per durable, the newest pending and the held
+ * messages of every process heard from within `freshMs`.
  * A durable with no fresh announcement (its processes are down, stopped, or of an older version)
  * is read with consumer info, as before, so the gate still closes on a stage that stopped.
  *
