@@ -26,31 +26,65 @@ export function request(opts: { method: string; host: string; path: string; head
   return body ? Buffer.concat([head, body]) : head;
 }
 
+/**
+ * A connection idle for longer than this is opened anew before the next request: Node's HTTP
+ * server closes keep-alive sockets idle for 5 s (keepAliveTimeout), and a request written as it
+ * does so would be lost (bench ingest's connections wait out the pipeline between its phases).
+ */
+const IDLE_REOPEN_MS = 4_000;
+
 export async function rawConnection(host: string, port: number): Promise<RawConnection> {
-  const socket: Socket = await new Promise((resolve, reject) => {
-    const s = connect({ host, port, noDelay: true }, () => resolve(s));
-    s.once('error', reject);
-  });
   type Waiter = { resolve: (r: { status: number; body: Buffer }) => void; reject: (e: Error) => void };
   const queue: Array<{ buf: Buffer; w: Waiter }> = [];
   let current: Waiter | null = null;
   let acc: Buffer = Buffer.alloc(0);
   let need: { status: number; headerLen: number; bodyLen: number } | null = null;
-  let failed: Error | null = null;
+  let socket: Socket | null = null;
+  let closing = false;
+  let lastAnswer = performance.now();
 
+  const open = () =>
+    new Promise<Socket>((resolve, reject) => {
+      const s = connect({ host, port, noDelay: true }, () => resolve(s));
+      s.once('error', reject);
+      s.on('data', (chunk: Buffer) => onData(s, chunk));
+      // A socket the server closed while idle is opened again at the next request; one closed with an answer owed fails it.
+      s.on('close', () => {
+        if (socket !== s) return;
+        socket = null;
+        if (current) fail(new Error('the connection closed before the answer'));
+      });
+      s.on('error', () => {});
+    });
+  const fail = (err: Error) => {
+    const w = current;
+    current = null;
+    acc = Buffer.alloc(0);
+    need = null;
+    w?.reject(err);
+    next();
+  };
   const next = () => {
-    if (current || queue.length === 0) return;
+    if (current || queue.length === 0 || closing) return;
     const { buf, w } = queue.shift()!;
     current = w;
-    socket.write(buf);
+    const stale = !socket || performance.now() - lastAnswer > IDLE_REOPEN_MS;
+    if (!stale) {
+      socket!.write(buf);
+      return;
+    }
+    socket?.destroy();
+    socket = null;
+    open().then(
+      (s) => {
+        socket = s;
+        s.write(buf);
+      },
+      (err: Error) => fail(err),
+    );
   };
-  const fail = (err: Error) => {
-    failed = err;
-    for (const w of [current, ...queue.map((q) => q.w)]) w?.reject(err);
-    current = null;
-    queue.length = 0;
-  };
-  socket.on('data', (chunk: Buffer) => {
+  function onData(s: Socket, chunk: Buffer): void {
+    if (s !== socket) return;
     acc = acc.length === 0 ? chunk : Buffer.concat([acc, chunk]);
     for (;;) {
       if (!need) {
@@ -59,7 +93,10 @@ export async function rawConnection(host: string, port: number): Promise<RawConn
         const head = acc.subarray(0, end).toString('latin1');
         const status = Number(head.slice(9, 12));
         const m = /\r\ncontent-length:\s*(\d+)/i.exec(head);
-        if (!m) return fail(new Error(`an answer without content-length (status ${status}): this client reads only those`));
+        if (!m) {
+          s.destroy();
+          return fail(new Error(`an answer without content-length (status ${status}): this client reads only those`));
+        }
         need = { status, headerLen: end + 4, bodyLen: Number(m[1]) };
       }
       if (acc.length < need.headerLen + need.bodyLen) return;
@@ -67,22 +104,26 @@ export async function rawConnection(host: string, port: number): Promise<RawConn
       const status = need.status;
       acc = acc.subarray(need.headerLen + need.bodyLen);
       need = null;
+      lastAnswer = performance.now();
       const w = current;
       current = null;
       w?.resolve({ status, body });
       next();
     }
-  });
-  socket.on('error', (err) => fail(err));
-  socket.on('close', () => fail(failed ?? new Error('the connection closed')));
+  }
+  socket = await open();
   return {
     send(buf) {
-      if (failed) return Promise.reject(failed);
       return new Promise((resolve, reject) => {
+        if (closing) return reject(new Error('the connection is closed'));
         queue.push({ buf, w: { resolve, reject } });
         next();
       });
     },
-    close: () => socket.destroy(),
+    close: () => {
+      closing = true;
+      socket?.destroy();
+      socket = null;
+    },
   };
 }
