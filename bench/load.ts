@@ -272,19 +272,30 @@ async function main(): Promise<void> {
     };
     const views = SqliteDocumentViews.open(path.join(dir, 'views.sqlite'));
     const tally = (c: Record<string, number>) => ({ all: Object.values(c).reduce((a, b) => a + b, 0), finished: (c.done ?? 0) + (c.failed ?? 0) });
+    /**
+     * Wait, for at most MAX_DRAIN s, until the view holds at least `atLeast` documents and every
+     * one is done or failed: the last counts read, whether that came, and how long it took.
+     */
+    const drain = async (atLeast: number) => {
+      const t0 = performance.now();
+      const deadline = Date.now() + MAX_DRAIN * 1000;
+      let counts = await views.countByStatus();
+      const finished = () => tally(counts).finished >= Math.max(atLeast, tally(counts).all);
+      while (!finished() && Date.now() < deadline) {
+        await new Promise((r) => setTimeout(r, 100));
+        counts = await views.countByStatus();
+      }
+      return { counts, drained: finished(), secs: (performance.now() - t0) / 1000 };
+    };
 
     // Warm-up, unmeasured: the same adds at the same rate under tags of their own, then their drain, so
     // what follows measures the running system rather than its JIT's first seconds.
     let warmup: { leg: Leg; drainSecs: number } | null = null;
     if (WARMUP_SECONDS > 0) {
       const leg = await httpLeg({ url: `${url}/v3/documents`, method: 'POST', apiKey, seconds: WARMUP_SECONDS, body: warmBody });
-      const w0 = performance.now();
-      const until = Date.now() + MAX_DRAIN * 1000;
-      for (let c = tally(await views.countByStatus()); c.finished < Math.max(leg.ok, c.all); c = tally(await views.countByStatus())) {
-        if (Date.now() > until) throw new Error(`the warm-up's ${leg.ok} documents were not done within ${MAX_DRAIN} s`);
-        await new Promise((r) => setTimeout(r, 100));
-      }
-      warmup = { leg, drainSecs: +((performance.now() - w0) / 1000).toFixed(1) };
+      const w = await drain(leg.ok);
+      if (!w.drained) throw new Error(`the warm-up's ${leg.ok} documents were not done within ${MAX_DRAIN} s`);
+      warmup = { leg, drainSecs: +w.secs.toFixed(1) };
     }
     /** The views of the warm-up, all finished: the counts below start from these. */
     const base = await views.countByStatus();
@@ -350,18 +361,9 @@ async function main(): Promise<void> {
     // The backlog: until every document the gateway accepted is done or failed. Accepted counts
     // the adds autocannon saw answered and any still in flight when it stopped (the views hold them).
     const drainCpu = cpuOf();
-    const d0 = performance.now();
-    const deadline = Date.now() + MAX_DRAIN * 1000;
-    let counts = atEnd;
-    const finished = () => tally(counts).finished >= Math.max(before + add.ok + probed.ids.length, tally(counts).all);
-    while (!finished() && Date.now() < deadline) {
-      await new Promise((r) => setTimeout(r, 100));
-      counts = await views.countByStatus();
-    }
-    const drainSecs = (performance.now() - d0) / 1000;
+    const { counts, drained, secs: drainSecs } = await drain(before + add.ok + probed.ids.length);
     // Shares of a core over a drain of a moment are noise (the load generator's own threads read 289 %): none below a second.
     const drainCpuPct = drainSecs >= 1 ? cpuSince(drainCpu, drainSecs) : null;
-    const drained = finished();
     const accepted = Math.max(add.ok + probed.ids.length, tally(counts).all - before);
     // Time to done: the small tenants' documents against the load tags'.
     const probeIds = new Set(probed.ids);

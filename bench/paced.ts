@@ -69,7 +69,7 @@ export async function pacedRun(opts: {
         if (answer.status >= 200 && answer.status < 300) {
           r.ok++;
           r.fromDue.push(at - due);
-          bySecond[Math.floor((k / opts.rate) % bySecond.length)]!.push(at - due);
+          bySecond[Math.min(bySecond.length - 1, Math.floor(k / opts.rate))]!.push(at - due);
           r.fromSent.push(at - sent);
         } else r.non2xx++;
       } catch {

@@ -34,7 +34,8 @@ export interface Backlog {
 }
 
 export interface BacklogAnnouncer {
-  update(b: Backlog): void;
+  /** Called on every message a stage's loop takes or settles: two numbers, nothing allocated unless they changed. */
+  update(pending: number, held: number): void;
   stop(): void;
 }
 
@@ -45,16 +46,20 @@ export function backlogAnnouncer(bus: Pick<Bus, 'nc'>, durable: string, opts: { 
   const subject = BACKLOG_SUBJECT_PREFIX + durable;
   const instance = randomUUID();
   const enc = new TextEncoder();
-  let current: Backlog = { pending: 0, held: 0 };
-  let sent: Backlog | null = null;
+  let pending = 0;
+  let held = 0;
+  /** What the last announcement said (-1: none yet). */
+  let sentPending = -1;
+  let sentHeld = -1;
   let timer: NodeJS.Timeout | undefined;
   let stopped = false;
   const send = () => {
     timer = undefined;
     if (stopped) return;
-    sent = current;
+    sentPending = pending;
+    sentHeld = held;
     try {
-      bus.nc.publish(subject, enc.encode(JSON.stringify({ instance, pending: current.pending, held: current.held })));
+      bus.nc.publish(subject, enc.encode(JSON.stringify({ instance, pending, held })));
     } catch {
       // The connection is closing or reconnecting: readers fall back to consumer info meanwhile.
     }
@@ -62,9 +67,10 @@ export function backlogAnnouncer(bus: Pick<Bus, 'nc'>, durable: string, opts: { 
   const heartbeat = setInterval(send, heartbeatMs);
   heartbeat.unref();
   return {
-    update(b) {
-      current = b;
-      if (timer || stopped || (sent && sent.pending === b.pending && sent.held === b.held)) return;
+    update(p, h) {
+      pending = p;
+      held = h;
+      if (timer || stopped || (p === sentPending && h === sentHeld)) return;
       timer = setTimeout(send, intervalMs);
       timer.unref();
     },

@@ -30,12 +30,12 @@ describe('stage backlog announcements', () => {
     const f = fakeNc();
     const a = backlogAnnouncer(f as unknown as Bus, 'chunker', { intervalMs: 20, heartbeatMs: 10_000 });
     const r = backlogReports(f as unknown as Bus);
-    for (let held = 1; held <= 50; held++) a.update({ pending: 7, held });
+    for (let held = 1; held <= 50; held++) a.update(7, held);
     expect(f.published).toHaveLength(0);
     await wait(40);
     expect(f.published).toEqual([BACKLOG_SUBJECT_PREFIX + 'chunker']);
     expect(r.of('chunker')).toEqual({ pending: 7, held: 50 });
-    a.update({ pending: 7, held: 50 });
+    a.update(7, 50);
     await wait(40);
     expect(f.published).toHaveLength(1);
     a.stop();

@@ -2,7 +2,6 @@ import type { Consumer, JsMsg } from '@nats-io/jetstream';
 import type { Lane } from '@memstream/contracts';
 import { errorMessage, type Logger } from '@memstream/kit';
 import type { Bus } from './connect.js';
-import type { Backlog } from './backlog.js';
 
 const BROKER_AWAY = /no responders|timeout|connection (?:closed|draining|disconnected)|jetstream is not enabled/i;
 
@@ -148,7 +147,7 @@ export function pullLoop(opts: {
    * Told, on every change, the durable's pending count as of the last pull (a delivered message
    * carries it; an empty pull means none) and how many messages this loop holds (backlog.ts).
    */
-  onBacklog?: (b: Backlog) => void;
+  onBacklog?: (pending: number, held: number) => void;
 }): PullLoop {
   const { log } = opts;
   const capacity = Math.max(1, opts.capacity);
@@ -171,7 +170,7 @@ export function pullLoop(opts: {
   let pending = 0;
   const report = (): void => {
     share?.budget.set(share.lane, held.size);
-    opts.onBacklog?.({ pending, held: held.size });
+    opts.onBacklog?.(pending, held.size);
   };
   // The other lane settling (or taking) messages changes this lane's room.
   const unlisten = share?.budget.onChange(() => freed?.());
