@@ -80,7 +80,8 @@ function pct(sorted: number[], p: number): number {
 async function main(): Promise<void> {
   const dir = mkdtempSync(path.join(tmpdir(), 'memstream-bench-'));
   const log = createLogger('bench', { level: 'warn' });
-  const nats = await startNatsServer({ storeDir: path.join(dir, 'nats'), monitor: true });
+  // As `up` starts it (packages/cli/src/main.ts): a session (and so an autogroup) of its own, gone with this process.
+  const nats = await startNatsServer({ storeDir: path.join(dir, 'nats'), detached: true, dieWithParent: true, monitor: true });
   const apiKey = 'ms_bench_' + 'x'.repeat(20);
   const env = { NATS_URL: nats.url, MEMSTREAM_DATA_DIR: dir, MEMSTREAM_API_KEY: apiKey, MEMSTREAM_PORT: '0', LOG_LEVEL: 'warn' };
   const procs: ServiceProcess[] = [];

@@ -234,7 +234,8 @@ function spread(xs: number[]): Latency & { n: number } {
 async function main(): Promise<void> {
   const dir = mkdtempSync(path.join(tmpdir(), 'memstream-load-'));
   const log = createLogger('bench', { level: 'warn' });
-  const nats = await startNatsServer({ storeDir: path.join(dir, 'nats') });
+  // As `up` starts it (packages/cli/src/main.ts): a session (and so an autogroup) of its own, gone with this process.
+  const nats = await startNatsServer({ storeDir: path.join(dir, 'nats'), detached: true, dieWithParent: true });
   const apiKey = 'ms_bench_' + 'x'.repeat(20);
   // The environment `./memstream up` gives its services (packages/cli/src/main.ts), on a free port.
   const env: Record<string, string> = {
