@@ -20,7 +20,7 @@ import { tmpdir, cpus, totalmem } from 'node:os';
 import path from 'node:path';
 import { StorageType } from '@nats-io/jetstream';
 import { connectBus } from '@memstream/bus';
-import { DEFAULT_WORKER_NICE, LAYOUTS, isHost, REPO_ROOT, SERVICES, serviceBundles, spawnLauncherLayout, startNatsServer, stopProcess, type Layout, type ServiceProcess } from '@memstream/cli';
+import { DEFAULT_WORKER_NICE, LAYOUTS, isHost, REPO_ROOT, SERVICES, serviceBundles, spawnLauncherLayout, LAUNCHER_NATS, startNatsServer, stopProcess, type Layout, type ServiceProcess } from '@memstream/cli';
 import { createLogger } from '@memstream/kit';
 import { SqliteDocumentViews } from '@memstream/views';
 import { commandArgs } from '@memstream/cli';
@@ -80,8 +80,7 @@ function pct(sorted: number[], p: number): number {
 async function main(): Promise<void> {
   const dir = mkdtempSync(path.join(tmpdir(), 'memstream-bench-'));
   const log = createLogger('bench', { level: 'warn' });
-  // As `up` starts it (packages/cli/src/main.ts): a session (and so an autogroup) of its own, gone with this process.
-  const nats = await startNatsServer({ storeDir: path.join(dir, 'nats'), detached: true, dieWithParent: true, monitor: true });
+  const nats = await startNatsServer({ storeDir: path.join(dir, 'nats'), ...LAUNCHER_NATS, monitor: true });
   const apiKey = 'ms_bench_' + 'x'.repeat(20);
   const env = { NATS_URL: nats.url, MEMSTREAM_DATA_DIR: dir, MEMSTREAM_API_KEY: apiKey, MEMSTREAM_PORT: '0', LOG_LEVEL: 'warn' };
   const procs: ServiceProcess[] = [];

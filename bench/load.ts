@@ -26,7 +26,7 @@ import path from 'node:path';
 import autocannon from 'autocannon';
 import { StorageType } from '@nats-io/jetstream';
 import { connectBus } from '@memstream/bus';
-import { commandArgs, DEFAULT_WORKER_NICE, REPO_ROOT, SERVICES, serviceBundles, spawnLauncherLayout, startNatsServer, stopProcess, type ServiceProcess } from '@memstream/cli';
+import { commandArgs, DEFAULT_WORKER_NICE, REPO_ROOT, SERVICES, serviceBundles, spawnLauncherLayout, LAUNCHER_NATS, startNatsServer, stopProcess, type ServiceProcess } from '@memstream/cli';
 import { createLogger } from '@memstream/kit';
 import { SqliteDocumentViews } from '@memstream/views';
 import { makeDoc } from './bench-docs.js';
@@ -234,8 +234,7 @@ function spread(xs: number[]): Latency & { n: number } {
 async function main(): Promise<void> {
   const dir = mkdtempSync(path.join(tmpdir(), 'memstream-load-'));
   const log = createLogger('bench', { level: 'warn' });
-  // As `up` starts it (packages/cli/src/main.ts): a session (and so an autogroup) of its own, gone with this process.
-  const nats = await startNatsServer({ storeDir: path.join(dir, 'nats'), detached: true, dieWithParent: true });
+  const nats = await startNatsServer({ storeDir: path.join(dir, 'nats'), ...LAUNCHER_NATS });
   const apiKey = 'ms_bench_' + 'x'.repeat(20);
   // The environment `./memstream up` gives its services (packages/cli/src/main.ts), on a free port.
   const env: Record<string, string> = {

@@ -7,7 +7,7 @@ import { connectBus, ensureTopology } from '@memstream/bus';
 import { createLogger, errorMessage } from '@memstream/kit';
 import { openDocumentViews, SqliteDocumentViews, MongoDocumentViews, type DocumentViews } from '@memstream/views';
 import { loadConfig, type Config } from './config.js';
-import { startNatsServer, type NatsServerHandle } from './nats-server.js';
+import { LAUNCHER_NATS, startNatsServer, type NatsServerHandle } from './nats-server.js';
 import { REPO_ROOT, SERVICES, isHost, processStopOrder, spawnLauncherLayout, spawnProcess, stopProcess, type ServiceName, type ServiceProcess } from './stack.js';
 import { serviceBundles } from './bundle.js';
 import { keepEarlierDefaultModel } from './earlier-model.js';
@@ -101,7 +101,7 @@ async function up(config: Config): Promise<void> {
   if (!natsUrl) {
     // The port is chosen once and kept in the data dir, so a restarted server is where the
     // services' reconnects look for it; the kernel stops it if this launcher is killed.
-    nats = await startNatsServer({ storeDir: path.join(dir, 'nats'), detached: true, dieWithParent: true, portFile: path.join(dir, 'nats.port') });
+    nats = await startNatsServer({ storeDir: path.join(dir, 'nats'), ...LAUNCHER_NATS, portFile: path.join(dir, 'nats.port') });
     natsUrl = nats.url;
     // `replay redrive` and `replay embed` find the running server here (the URL carries its credentials).
     writeFileSync(path.join(dir, 'nats.url'), natsUrl + '\n', { mode: 0o600 });

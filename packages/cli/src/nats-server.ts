@@ -112,6 +112,12 @@ export function natsServerEnv(env: NodeJS.ProcessEnv = process.env, cores = avai
 }
 
 /**
+ * How `./memstream up` starts its nats-server, and so the benches that run "as up does": a session
+ * (and so, where the kernel has them, an autogroup) of its own, stopped by the kernel with its parent.
+ */
+export const LAUNCHER_NATS = { detached: true, dieWithParent: true } as const;
+
+/**
  * Start a private nats-server with JetStream on a free loopback port (the system may already run
  * one on 4222), storing under `storeDir`. It listens on port -1 and we read the chosen port from
  * its log, so there is no window in which another process can take it. Durability: nats-server
