@@ -449,6 +449,23 @@ describe('the official supermemory SDK against memstream', () => {
       const l = await client.documents.list({ containerTags: [tag], includeContent: true, sort: 'createdAt', order: 'asc' });
       expect(l.memories.map((m) => m.content)).toEqual(['A plain string document.', 'Another plain string document.']);
     });
+
+    it('items taken at once keep the order of the batch: a repeated customId ends as its last item, createdAt as given', async () => {
+      const tag = unique('sdk-batch-order');
+      const customId = unique('again');
+      const text = (i: number) => `Batch item number ${i} of forty, in the order it was sent.`;
+      const documents = Array.from({ length: 40 }, (_, i) => (i === 5 ? { content: 'The first version of a repeated customId.', customId } : i === 31 ? { content: 'The second version of a repeated customId.', customId } : text(i)));
+      const res = await client.documents.batchAdd({ containerTag: tag, documents });
+      expect(res).toMatchObject({ success: 40, failed: 0 });
+      // The same document twice: the same id in both places, and its content the later item's.
+      expect(res.results[31]!.id).toBe(res.results[5]!.id);
+      for (const r of res.results) await waitForDoc(client, r.id, 'done', (d) => d.status === 'done');
+      expect((await client.documents.get(customId)).content).toBe('The second version of a repeated customId.');
+      const l = await client.documents.list({ containerTags: [tag], includeContent: true, sort: 'createdAt', order: 'asc', limit: 100 });
+      expect(l.memories.map((m) => m.content)).toEqual(
+        Array.from({ length: 40 }, (_, i) => (i === 5 ? 'The second version of a repeated customId.' : text(i))).filter((_, i) => i !== 31),
+      );
+    });
   });
 
   it('listProcessing: {documents, totalCount}, holding documents that are not done yet', async () => {

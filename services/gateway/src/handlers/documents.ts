@@ -142,6 +142,8 @@ export interface Submission {
   appendable: boolean;
   /** A scoped key's container tags: the document must be, and stay, inside them (see scope.ts). */
   scope?: readonly string[];
+  /** When the submission was taken (its occurredAt, the document's createdAt if new); absent: now. */
+  at?: Date;
 }
 
 function sameScope(a: { containerTags: string[]; metadata: Metadata }, b: { containerTags: string[]; metadata: Metadata }): boolean {
@@ -230,7 +232,7 @@ export async function submit(ports: GatewayPorts, s: Submission, headers: Record
       type: 'document.submitted.v1',
       documentId,
       revision: head.revision + 1,
-      occurredAt: ports.now().toISOString(),
+      occurredAt: (s.at ?? ports.now()).toISOString(),
       correlationId: id,
       causationId: null,
       data: {
@@ -328,41 +330,58 @@ export async function batchAdd(ports: GatewayPorts, body: unknown, headers: Reco
   const req = BatchAddRequest.parse(body);
   // The batch's own tags outside the key's scope refuse the whole batch; an item's, only that item.
   assertTagsInScope(scope, tagsOf(req) ?? []);
-  const results: BatchAddResponse['results'] = [];
-  for (const [i, raw] of req.documents.entries()) {
+  const one = async (raw: unknown, i: number, at: Date): Promise<BatchAddResponse['results'][number]> => {
     try {
       const parsed = BatchItem.parse(raw);
       const item = typeof parsed === 'string' ? { content: parsed } : parsed;
       const own = tagsOf(item);
-      results.push(
-        await submit(
-          ports,
-          textSubmission(
-            item.content,
-            defined({
-              scope: scope ?? undefined,
-              customId: 'customId' in item ? item.customId : undefined,
-              containerTags: own ?? tagsOf(req),
-              metadata: 'metadata' in item && item.metadata ? { ...req.metadata, ...item.metadata } : req.metadata,
-              filepath: ('filepath' in item ? item.filepath : undefined) ?? req.filepath,
-              taskType: ('taskType' in item ? item.taskType : undefined) ?? req.taskType,
-              entityContext: 'entityContext' in item ? item.entityContext : undefined,
-            }),
-            true,
-          ),
-          headers,
+      return await submit(
+        ports,
+        textSubmission(
+          item.content,
+          defined({
+            scope: scope ?? undefined,
+            customId: 'customId' in item ? item.customId : undefined,
+            containerTags: own ?? tagsOf(req),
+            metadata: 'metadata' in item && item.metadata ? { ...req.metadata, ...item.metadata } : req.metadata,
+            filepath: ('filepath' in item ? item.filepath : undefined) ?? req.filepath,
+            taskType: ('taskType' in item ? item.taskType : undefined) ?? req.taskType,
+            entityContext: 'entityContext' in item ? item.entityContext : undefined,
+            at,
+          }),
+          true,
         ),
+        headers,
       );
     } catch (err) {
       if (err instanceof ZodError) {
-        results.push({ id: '', status: 'error', error: 'Invalid document', details: `documents.${i}: ${err.issues.map((x) => `${x.path.join('.') || 'item'}: ${x.message}`).join('; ')}` });
-      } else if (err instanceof AppError && err.httpStatus < 500) {
-        results.push({ id: '', status: 'error', error: err.message, ...(err.details ? { details: err.details } : {}) });
-      } else {
-        throw err;
+        return { id: '', status: 'error', error: 'Invalid document', details: `documents.${i}: ${err.issues.map((x) => `${x.path.join('.') || 'item'}: ${x.message}`).join('; ')}` };
       }
+      if (err instanceof AppError && err.httpStatus < 500) return { id: '', status: 'error', error: err.message, ...(err.details ? { details: err.details } : {}) };
+      throw err;
     }
-  }
+  };
+  // The items are taken at once, their publishes pipelined: one after another, a batch of 100 waited
+  // for 100 acknowledgements in turn. What the order decides stays as if they came one by one: items
+  // naming the same customId go in the order given (the last is the document's newest revision); an
+  // item with an entityContext sets its tags' context for the items after it, so such a batch goes
+  // wholly in order; and the items' times are a millisecond apart, so the documents' createdAt keeps
+  // the batch's order (a list sorted by it breaks ties by the random id).
+  const start = ports.now().getTime();
+  const inOrder = req.documents.some((raw) => typeof raw === 'object' && raw !== null && 'entityContext' in raw);
+  const tails = new Map<string, Promise<unknown>>();
+  const runs = req.documents.map((raw, i) => {
+    const customId = typeof raw === 'object' && raw !== null && 'customId' in raw ? String((raw as { customId: unknown }).customId) : null;
+    const key = inOrder ? '' : customId;
+    const before = key === null ? undefined : tails.get(key);
+    const run = before ? before.then(() => one(raw, i, new Date(start + i))) : one(raw, i, new Date(start + i));
+    if (key !== null) tails.set(key, run.catch(() => undefined));
+    return run;
+  });
+  const settled = await Promise.allSettled(runs);
+  const failure = settled.find((r) => r.status === 'rejected');
+  if (failure) throw failure.reason;
+  const results = settled.map((r) => (r as PromiseFulfilledResult<BatchAddResponse['results'][number]>).value);
   const failed = results.filter((r) => r.status === 'error').length;
   return { results, success: results.length - failed, failed };
 }
