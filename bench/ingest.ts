@@ -25,7 +25,7 @@ import { createLogger } from '@memstream/kit';
 import { SqliteDocumentViews } from '@memstream/views';
 import { commandArgs } from '@memstream/cli';
 
-const USAGE = `usage: ./memstream bench [ingest] [--docs 1000] [--memory-docs N (default: --docs)] [--concurrency 16] [--warmup 0] [--layout grouped|per-service|one-process] [--worker-nice N] [--timeline] [--json]
+const USAGE = `usage: ./memstream bench [ingest] [--docs 1000] [--memory-docs N (default: --docs)] [--concurrency 16] [--batch 1] [--warmup 0] [--layout grouped|per-service|one-process] [--worker-nice N] [--timeline] [--json]
 
 N documents of about 2 KB through a private memstream: add throughput, end-to-end documents/s, time to done, and the raw JetStream publish ceiling.
 The services run as ./memstream up runs them: from the compiled bundles, the workers at nice --worker-nice (default
@@ -33,11 +33,13 @@ ${DEFAULT_WORKER_NICE}) in the processes of --layout: grouped (up's default: two
 services that write the stores), per-service (one process each, as in Kubernetes: the CPU line then has every service
 on its own) or one-process (every worker in one); MEMSTREAM_TSX=1 runs them through tsx. --warmup N first sends N other
 documents (another tag) and waits for them, unmeasured: the figures are then the running system's rather than the first
-documents' after a start (docs/pipeline.md, "Measured").`;
+documents' after a start (docs/pipeline.md, "Measured"). --batch N sends the documents N to a request through
+POST /v3/documents/batch (the SDK's batchAdd, at most 100), as a bulk import would, instead of one POST /v3/documents each.`;
 const { values } = commandArgs('bench', USAGE, {
   options: {
     docs: { type: 'string', default: '1000' },
     concurrency: { type: 'string', default: '16' },
+    batch: { type: 'string', default: '1' },
     json: { type: 'boolean', default: false },
     'memory-docs': { type: 'string' },
     warmup: { type: 'string', default: '0' },
@@ -50,6 +52,8 @@ const { values } = commandArgs('bench', USAGE, {
 });
 const N = intFlag('ingest', 'docs', values.docs, 0, 10_000_000);
 const C = intFlag('ingest', 'concurrency', values.concurrency, 1, 10_000);
+// Documents per request: 1 is POST /v3/documents, more the batch endpoint (BATCH_MAX in packages/contracts).
+const B = intFlag('ingest', 'batch', values.batch, 1, 100);
 // The memorizer resolves one tag serially, and the bench puts every memory document in one tag: its phase can be
 // sized on its own so a large superrag run does not wait on it.
 const NM = intFlag('ingest', 'memory-docs', values['memory-docs'] ?? values.docs, 0, 10_000_000);
@@ -114,7 +118,7 @@ async function main(): Promise<void> {
     // One bare keep-alive connection per client (raw-http.ts: the lightest load generator the cores can share).
     const gwUrl = new URL(gw.url!);
     const conns = await Promise.all(Array.from({ length: C }, () => rawConnection(gwUrl.hostname, Number(gwUrl.port))));
-    const addRequest = (body: string) => request({ method: 'POST', host: gwUrl.host, path: '/v3/documents', headers: { authorization: `Bearer ${apiKey}` }, body });
+    const addRequest = (body: string) => request({ method: 'POST', host: gwUrl.host, path: B > 1 ? '/v3/documents/batch' : '/v3/documents', headers: { authorization: `Bearer ${apiKey}` }, body });
 
     // Time-to-done per document: from the moment its add was sent to the moment its indexed
     // event (the event that makes it done) is published; time-to-memorized: to the moment the
@@ -161,7 +165,12 @@ async function main(): Promise<void> {
     const phase = async (taskType: 'superrag' | 'memory', n: number, finishedBefore: number, first = 0, tag = `bench-${taskType}`) => {
       const ids: string[] = [];
       // Every request's bytes before the clock starts: the clients' time is then the sockets' alone.
-      const requests = Array.from({ length: n }, (_, i) => addRequest(JSON.stringify({ content: docs[first + i], containerTag: tag, taskType })));
+      const requests =
+        B > 1
+          ? Array.from({ length: Math.ceil(n / B) }, (_, r) =>
+              addRequest(JSON.stringify({ containerTag: tag, taskType, documents: docs.slice(first + r * B, first + Math.min(n, (r + 1) * B)).map((content) => ({ content })) })),
+            )
+          : Array.from({ length: n }, (_, i) => addRequest(JSON.stringify({ content: docs[first + i], containerTag: tag, taskType })));
       const cpu0 = cpuOf();
       const client0 = process.cpuUsage();
       const writes0 = writesOf();
@@ -170,14 +179,17 @@ async function main(): Promise<void> {
       let next = 0;
       const t0 = performance.now();
       const worker = async (conn: (typeof conns)[number]) => {
-        while (next < n) {
+        while (next < requests.length) {
           const i = next++;
           const t = performance.now();
           const res = await conn.send(requests[i]!);
           if (res.status !== 200) throw new Error(`add answered ${res.status}: ${res.body.toString('utf8')}`);
-          const { id } = JSON.parse(res.body.toString('utf8')) as { id: string };
-          sentAt.set(id, t);
-          ids.push(id);
+          const answer = JSON.parse(res.body.toString('utf8')) as { id: string } | { results: Array<{ id: string; status: string; error?: string }>; failed: number };
+          for (const r of 'results' in answer ? answer.results : [answer]) {
+            if (!r.id) throw new Error(`a batch item was refused: ${JSON.stringify(r)}`);
+            sentAt.set(r.id, t);
+            ids.push(r.id);
+          }
         }
       };
       await Promise.all(conns.map(worker));
@@ -220,7 +232,8 @@ async function main(): Promise<void> {
       return {
         taskType,
         docs: n,
-        addRequestsPerSec: Math.round(n / addSecs),
+        addRequestsPerSec: Math.round(requests.length / addSecs),
+        addDocsPerSec: Math.round(n / addSecs),
         endToEndDocsPerSec: Math.round(n / e2eSecs),
         timeToDoneMs: { p50: Math.round(pct(lat, 50)), p99: Math.round(pct(lat, 99)) },
         ...(memorizedSecs !== null ? { memorizedDocsPerSec: Math.round(n / memorizedSecs), timeToMemorizedMs: { p50: Math.round(pct(mem, 50)), p99: Math.round(pct(mem, 99)) } } : {}),
@@ -255,15 +268,17 @@ async function main(): Promise<void> {
       docs: N,
       warmup: warmup && { docs: W, endToEndDocsPerSec: warmup.endToEndDocsPerSec, cpuMsPerDocTotal: warmup.cpuMsPerDocTotal },
       concurrency: C,
+      batch: B,
       layout: LAYOUT,
       workerNice: NICE,
       docBytes: 2048,
       // The pipeline's own figures, as before memories existed: the superrag phase.
       addRequestsPerSec: withoutMemory.addRequestsPerSec,
+      addDocsPerSec: withoutMemory.addDocsPerSec,
       endToEndDocsPerSec: withoutMemory.endToEndDocsPerSec,
       timeToDoneMs: withoutMemory.timeToDoneMs,
       ceilingJetStreamPublishPerSec: Math.round(publishRate),
-      addVsCeiling: +(withoutMemory.addRequestsPerSec / publishRate).toFixed(3),
+      addVsCeiling: +(withoutMemory.addDocsPerSec / publishRate).toFixed(3),
       endToEndVsCeiling: +(withoutMemory.endToEndDocsPerSec / publishRate).toFixed(3),
       cpuMsPerDoc: withoutMemory.cpuMsPerDoc,
       cpuMsPerDocTotal: withoutMemory.cpuMsPerDocTotal,
@@ -277,11 +292,11 @@ async function main(): Promise<void> {
       process.stdout.write(
         [
           `memstream ingest bench — ${result.machine}`,
-          `  documents                    ${N} (superrag) and ${NM} (memory) × 2 KB text, ${C} concurrent clients, layout ${LAYOUT}, workers at nice ${result.workerNice}${process.env.MEMSTREAM_TSX === '1' ? ', through tsx' : ''}`,
+          `  documents                    ${N} (superrag) and ${NM} (memory) × 2 KB text, ${C} concurrent clients${B > 1 ? `, ${B} documents per request (POST /v3/documents/batch)` : ''}, layout ${LAYOUT}, workers at nice ${result.workerNice}${process.env.MEMSTREAM_TSX === '1' ? ', through tsx' : ''}`,
           ...(warmup ? [`  warm-up, not measured        ${W} other documents first: ${warmup.endToEndDocsPerSec} documents/s end to end, ${warmup.cpuMsPerDocTotal} CPU-ms per document`] : []),
           ...[withoutMemory, ...(withMemory ? [withMemory] : [])].flatMap((ph) => [
             `  taskType ${ph.taskType}${ph.taskType === 'memory' ? ' (the memorizer runs too)' : ' (no memories)'}`,
-            `    add throughput             ${ph.addRequestsPerSec} requests/s`,
+            `    add throughput             ${B > 1 ? `${ph.addDocsPerSec} documents/s (${ph.addRequestsPerSec} requests/s)` : `${ph.addRequestsPerSec} requests/s`}`,
             `    end-to-end to done         ${ph.endToEndDocsPerSec} documents/s`,
             `    time to done               p50 ${ph.timeToDoneMs.p50} ms, p99 ${ph.timeToDoneMs.p99} ms`,
             ...(ph.timeToMemorizedMs
