@@ -454,7 +454,7 @@ describe('the official supermemory SDK against memstream', () => {
       const tag = unique('sdk-batch-order');
       const customId = unique('again');
       const text = (i: number) => `Batch item number ${i} of forty, in the order it was sent.`;
-      const documents = Array.from({ length: 40 }, (_, i) => (i === 5 ? { content: 'The first version of a repeated customId.', customId } : i === 31 ? { content: 'The second version of a repeated customId.', customId } : text(i)));
+      const documents = Array.from({ length: 40 }, (_, i) => (i === 5 ? { content: 'The first version of a repeated customId.', customId } : i === 31 ? { content: 'The second version of a repeated customId.', customId } : { content: text(i) }));
       const res = await client.documents.batchAdd({ containerTag: tag, documents });
       expect(res).toMatchObject({ success: 40, failed: 0 });
       // The same document twice: the same id in both places, and its content the later item's.
