@@ -1,7 +1,7 @@
 /**
  * Load benchmark: adds at a FIXED arrival rate for a fixed time, from a real load generator.
  *
- *   ./memstream bench load [--rate 1000] [--seconds 30] [--generator paced|autocannon] [--connections N]
+ *   ./memstream bench load [--rate 1000] [--seconds 30] [--generator paced|wrk|autocannon] [--connections N]
  *
  * Starts a private stack exactly as `./memstream up` runs it (spawnLauncherLayout: its processes
  * from the compiled bundles, the workers at the launcher's nice value; its own nats-server on a free loopback port,
@@ -17,10 +17,12 @@
  * Reports offered vs achieved rate, latency p50/p90/p99/max, non-2xx and errors, documents done
  * during the window and the drain time, and the CPU each process used; one JSON line at the end.
  * The HTTP legs come from --generator: paced (bench/paced.ts, open loop, each request timed from
- * when it was due, as wrk2 does) or autocannon's overallRate (per-second bursts: see paced.ts).
+ * when it was due, as wrk2 does), Debian's wrk held to the rate by a script (bench/wrk-paced.lua) or
+ * autocannon's overallRate (per-second bursts: see paced.ts).
  * Figures, not assertions.
  */
-import { mkdtempSync, rmSync } from 'node:fs';
+import { spawn } from 'node:child_process';
+import { mkdtempSync, rmSync, writeFileSync } from 'node:fs';
 import { cpus, loadavg, tmpdir, totalmem } from 'node:os';
 import path from 'node:path';
 import autocannon from 'autocannon';
@@ -34,7 +36,7 @@ import { intFlag } from './flags.js';
 import { cpuMs } from './proc-cpu.js';
 import { pacedRun } from './paced.js';
 
-const USAGE = `usage: ./memstream bench load [--rate 1000] [--seconds 30] [--generator paced|autocannon] [--connections N] [--ceiling-seconds S] [--warmup-seconds 5] [--tags 4] [--probe-rate 4] [--task-type superrag|memory] [--worker-nice N] [--max-drain-seconds 900] [--json]
+const USAGE = `usage: ./memstream bench load [--rate 1000] [--seconds 30] [--generator paced|wrk|autocannon] [--connections N] [--ceiling-seconds S] [--warmup-seconds 5] [--tags 4] [--probe-rate 4] [--task-type superrag|memory] [--worker-nice N] [--max-drain-seconds 900] [--json]
 
 Adds (POST /v3/documents, 2 KB distinct text) at a fixed arrival rate for a fixed time, from a load generator, against a
 private stack started as ./memstream up starts it. Beside them, in the same run, the same rate of raw JetStream
@@ -44,8 +46,10 @@ p50/p90/p99/max, non-2xx and errors, the pipeline's progress during the window a
   --rate             requests per second offered (default 1000)
   --seconds          how long the adds are offered (default 30)
   --generator        paced (default): open loop, request k due at k/rate s and timed from then (wrk2's way; bench/paced.ts);
+                     wrk: Debian's wrk, one thread, each send held to its slot of the same schedule (bench/wrk-paced.lua),
+                     timed from when sent, how late each send was printed beside;
                      autocannon: its overallRate, which sends each second's share per connection back to back, then waits
-  --connections      HTTP connections, opened before the clock starts (default: paced rate/10, autocannon rate/100;
+  --connections      HTTP connections, opened before the clock starts (default: paced and wrk rate/10, autocannon rate/100;
                      at least 1; docs/pipeline.md, "Load")
   --ceiling-seconds  how long each ceiling is offered (default min(seconds, 10))
   --warmup-seconds   first, unmeasured: adds at the rate for this long (other tags), then their drain (default 5; 0: none).
@@ -88,8 +92,8 @@ const PROBE_RATE = intFlag('load', 'probe-rate', values['probe-rate'], 0, 100);
 const NICE = intFlag('load', 'worker-nice', values['worker-nice'], 0, 19);
 const MAX_DRAIN = intFlag('load', 'max-drain-seconds', values['max-drain-seconds'], 0, 86_400);
 const GENERATOR = values.generator;
-if (GENERATOR !== 'paced' && GENERATOR !== 'autocannon') {
-  process.stderr.write(`memstream bench load: --generator must be paced or autocannon (got ${JSON.stringify(GENERATOR)})\n`);
+if (GENERATOR !== 'paced' && GENERATOR !== 'wrk' && GENERATOR !== 'autocannon') {
+  process.stderr.write(`memstream bench load: --generator must be paced, wrk or autocannon (got ${JSON.stringify(GENERATOR)})\n`);
   process.exit(2);
 }
 const TASK_TYPE = values['task-type'];
@@ -130,11 +134,83 @@ interface Leg {
   rawLatencyMs?: Latency;
   /** paced: the p99 from when due of the requests due in each second, ms. */
   p99BySecond?: number[];
+  /** wrk: how late each send was against its slot of the schedule, ms (what its from-send latency leaves out). */
+  sendLateMs?: Latency;
+  /** wrk: the share of one core the wrk process used, % (it is not this process, so not in the CPU lines). */
+  generatorCpuPercent?: number;
 }
 
 /** One HTTP leg at the fixed rate, from --generator. */
 function httpLeg(opts: { url: string; method: 'GET' | 'POST'; apiKey: string; seconds: number; body?: (i: number) => string }): Promise<Leg> {
-  return GENERATOR === 'paced' ? paced(opts) : cannon(opts);
+  return GENERATOR === 'paced' ? paced(opts) : GENERATOR === 'wrk' ? wrkLeg(opts) : cannon(opts);
+}
+
+const WRK_SCRIPT = path.join(import.meta.dirname, 'wrk-paced.lua');
+/** The bodies file of each body function, written before any clock starts (wrkBodies). */
+const wrkFiles = new Map<(i: number) => string, string>();
+
+/** A file of `seconds` worth of distinct bodies for wrk, one a line, plus each connection's first: built before it is timed. */
+function wrkBodies(dir: string, body: (i: number) => string, seconds: number): string {
+  let file = wrkFiles.get(body);
+  if (!file) {
+    file = path.join(dir, `wrk-bodies-${wrkFiles.size}`);
+    writeFileSync(file, Array.from({ length: Math.ceil(RATE * seconds * 1.05) + CONNECTIONS }, (_, i) => body(i)).join('\n') + '\n');
+    wrkFiles.set(body, file);
+  }
+  return file;
+}
+
+/** One run of Debian's wrk held to RATE by bench/wrk-paced.lua; `body(i)` gives request i's body (none for a GET). */
+async function wrkLeg(opts: { url: string; method: 'GET' | 'POST'; apiKey: string; seconds: number; body?: (i: number) => string }): Promise<Leg> {
+  // Every body distinct, as with the other generators: main writes the files before the first leg.
+  const bodies = opts.body ? wrkFiles.get(opts.body) : '';
+  if (bodies === undefined) throw new Error('wrkLeg: no bodies file written for this leg (wrkBodies in main)');
+  const u = new URL(opts.url);
+  const child = spawn('wrk', ['-t1', `-c${CONNECTIONS}`, `-d${opts.seconds}s`, '--timeout', '10s', '-s', WRK_SCRIPT, opts.url], {
+    env: { ...process.env, MEMSTREAM_RATE: String(RATE), MEMSTREAM_METHOD: opts.method, MEMSTREAM_PATH: u.pathname + u.search, MEMSTREAM_AUTH: `Bearer ${opts.apiKey}`, MEMSTREAM_BODIES: bodies },
+    stdio: ['ignore', 'pipe', 'pipe'],
+  });
+  let out = '';
+  let err = '';
+  child.stdout.on('data', (d: Buffer) => (out += d.toString('utf8')));
+  child.stderr.on('data', (d: Buffer) => (err += d.toString('utf8')));
+  // Its CPU time, read while it runs (once it has exited, /proc no longer has it).
+  let cpu = 0;
+  const t0 = performance.now();
+  const poll = setInterval(() => {
+    const c = cpuMs(child.pid);
+    if (!Number.isNaN(c)) cpu = c;
+  }, 100);
+  const code = await new Promise<number | null>((resolve, reject) => {
+    child.on('error', (e) => reject(new Error(`could not run wrk (${e.message}): ./memstream bench installs Debian's wrk when run as root; otherwise apt-get install wrk`)));
+    child.on('exit', resolve);
+  }).finally(() => clearInterval(poll));
+  const line = out.split('\n').find((l) => l.startsWith('MEMSTREAM-WRK '));
+  if (code !== 0 || !line) throw new Error(`wrk exited with ${code}: ${(err || out).trim().slice(0, 2000)}`);
+  const r = JSON.parse(line.slice('MEMSTREAM-WRK '.length)) as {
+    requests: number;
+    durationUs: number;
+    status: number;
+    connect: number;
+    read: number;
+    write: number;
+    timeout: number;
+    latencyUs: { p50: number; p90: number; p99: number; max: number };
+    lateMs: Latency;
+  };
+  const ok = r.requests - r.status;
+  const us = (x: number) => ms(x / 1000);
+  return {
+    offeredPerSec: RATE,
+    achievedPerSec: Math.round(ok / (r.durationUs / 1e6)),
+    ok,
+    non2xx: r.status,
+    errors: r.connect + r.read + r.write,
+    timeouts: r.timeout,
+    latencyMs: { p50: us(r.latencyUs.p50), p90: us(r.latencyUs.p90), p99: us(r.latencyUs.p99), max: us(r.latencyUs.max) },
+    sendLateMs: { p50: r.lateMs.p50, p90: r.lateMs.p90, p99: r.lateMs.p99, max: r.lateMs.max },
+    generatorCpuPercent: Math.round((cpu / (performance.now() - t0)) * 100),
+  };
 }
 
 async function paced(opts: { url: string; method: 'GET' | 'POST'; apiKey: string; seconds: number; body?: (i: number) => string }): Promise<Leg> {
@@ -260,6 +336,10 @@ async function main(): Promise<void> {
     // Detached as `up` starts them: each service leads its own session (stack.ts, niceAutogroup).
     procs.push(...(await spawnLauncherLayout({ env, readyTimeoutMs, bundleDir, workerNice: NICE, detached: true })));
     const url = procs.find((p) => p.name === 'gateway')!.url!;
+    if (GENERATOR === 'wrk') {
+      if (WARMUP_SECONDS > 0) wrkBodies(dir, warmBody, WARMUP_SECONDS);
+      wrkBodies(dir, addBody, SECONDS);
+    }
     const cpuOf = (): Record<string, number> => ({
       ...Object.fromEntries(procs.map((p) => [p.name, cpuMs(p.child.pid)])),
       'nats-server': cpuMs(nats.pid()),
@@ -412,7 +492,7 @@ async function main(): Promise<void> {
     };
     if (!values.json) {
       const leg = (name: string, l: Leg) =>
-        `  ${name.padEnd(28)} offered ${l.offeredPerSec}/s, achieved ${l.achievedPerSec}/s; p50 ${l.latencyMs.p50} ms, p90 ${l.latencyMs.p90} ms, p99 ${l.latencyMs.p99} ms, max ${l.latencyMs.max} ms${l.rawLatencyMs ? ` (${GENERATOR === 'paced' ? 'from when sent' : 'uncorrected'}: p50 ${l.rawLatencyMs.p50}, p90 ${l.rawLatencyMs.p90}, p99 ${l.rawLatencyMs.p99} ms)` : ''}; ${l.ok} ok, non-2xx ${l.non2xx}, errors ${l.errors}, timeouts ${l.timeouts}`;
+        `  ${name.padEnd(28)} offered ${l.offeredPerSec}/s, achieved ${l.achievedPerSec}/s; p50 ${l.latencyMs.p50} ms, p90 ${l.latencyMs.p90} ms, p99 ${l.latencyMs.p99} ms, max ${l.latencyMs.max} ms${l.rawLatencyMs ? ` (${GENERATOR === 'paced' ? 'from when sent' : 'uncorrected'}: p50 ${l.rawLatencyMs.p50}, p90 ${l.rawLatencyMs.p90}, p99 ${l.rawLatencyMs.p99} ms)` : ''}${l.sendLateMs ? ` (from when sent; the sends late against the schedule by p50 ${l.sendLateMs.p50}, p99 ${l.sendLateMs.p99}, max ${l.sendLateMs.max} ms; wrk used ${l.generatorCpuPercent} % of a core)` : ''}; ${l.ok} ok, non-2xx ${l.non2xx}, errors ${l.errors}, timeouts ${l.timeouts}`;
       const secs = (t: { p50: number; p90: number; p99: number; max: number }) => `p50 ${t.p50} s, p90 ${t.p90} s, p99 ${t.p99} s, max ${t.max} s`;
       const cpu = (c: Record<string, number>) =>
         Object.entries(c)
@@ -422,7 +502,7 @@ async function main(): Promise<void> {
       process.stdout.write(
         [
           `memstream load bench — ${result.machine}; load average ${load.join(' ')} at the end`,
-          `  POST /v3/documents, 2 KB distinct text over ${TAGS} tags (taskType ${TASK_TYPE}), ${RATE}/s for ${SECONDS} s, ${CONNECTIONS} connections (${GENERATOR === 'paced' ? 'paced: open loop, latency from when each request was due' : 'autocannon overallRate: each second\'s share per connection back to back'}); workers at nice ${NICE}`,
+          `  POST /v3/documents, 2 KB distinct text over ${TAGS} tags (taskType ${TASK_TYPE}), ${RATE}/s for ${SECONDS} s, ${CONNECTIONS} connections (${GENERATOR === 'paced' ? 'paced: open loop, latency from when each request was due' : GENERATOR === 'wrk' ? 'wrk, each send held to its slot of a fixed schedule, latency from when sent' : 'autocannon overallRate: each second\'s share per connection back to back'}); workers at nice ${NICE}`,
           ...(warmup
             ? [
                 `  warm-up, not measured        ${warmup.leg.ok} adds at ${RATE}/s for ${WARMUP_SECONDS} s in tags of their own, then drained in ${warmup.drainSecs} s (failed ${base.failed}); p99 ${warmup.leg.latencyMs.p99} ms${warmup.leg.p99BySecond ? `, by second ${warmup.leg.p99BySecond.join(', ')} ms` : ''}`,
