@@ -36,7 +36,6 @@ import {
   sha256Hex,
 } from '@memstream/kit';
 import { canonical, evolve, type DocumentView, type DocumentViews } from '@memstream/views';
-import { ZodError } from 'zod';
 import { assertOwns, assertTagsInScope, canSee, customIdNamespace, owns, readTags, writeTags, type TagScope } from './scope.js';
 import { documentSettingsFor, type SettingsStore } from './settings.js';
 
@@ -330,11 +329,15 @@ export async function batchAdd(ports: GatewayPorts, body: unknown, headers: Reco
   const req = BatchAddRequest.parse(body);
   // The batch's own tags outside the key's scope refuse the whole batch; an item's, only that item.
   assertTagsInScope(scope, tagsOf(req) ?? []);
-  const one = async (raw: unknown, i: number, at: Date): Promise<BatchAddResponse['results'][number]> => {
+  // Each item validated once, up front: what it names decides the order below.
+  const items = req.documents.map((raw) => BatchItem.safeParse(raw));
+  const one = async (i: number, at: Date): Promise<BatchAddResponse['results'][number]> => {
+    const parsed = items[i]!;
+    if (!parsed.success) {
+      return { id: '', status: 'error', error: 'Invalid document', details: `documents.${i}: ${parsed.error.issues.map((x) => `${x.path.join('.') || 'item'}: ${x.message}`).join('; ')}` };
+    }
+    const item = typeof parsed.data === 'string' ? { content: parsed.data } : parsed.data;
     try {
-      const parsed = BatchItem.parse(raw);
-      const item = typeof parsed === 'string' ? { content: parsed } : parsed;
-      const own = tagsOf(item);
       return await submit(
         ports,
         textSubmission(
@@ -342,7 +345,7 @@ export async function batchAdd(ports: GatewayPorts, body: unknown, headers: Reco
           defined({
             scope: scope ?? undefined,
             customId: 'customId' in item ? item.customId : undefined,
-            containerTags: own ?? tagsOf(req),
+            containerTags: tagsOf(item) ?? tagsOf(req),
             metadata: 'metadata' in item && item.metadata ? { ...req.metadata, ...item.metadata } : req.metadata,
             filepath: ('filepath' in item ? item.filepath : undefined) ?? req.filepath,
             taskType: ('taskType' in item ? item.taskType : undefined) ?? req.taskType,
@@ -354,9 +357,6 @@ export async function batchAdd(ports: GatewayPorts, body: unknown, headers: Reco
         headers,
       );
     } catch (err) {
-      if (err instanceof ZodError) {
-        return { id: '', status: 'error', error: 'Invalid document', details: `documents.${i}: ${err.issues.map((x) => `${x.path.join('.') || 'item'}: ${x.message}`).join('; ')}` };
-      }
       if (err instanceof AppError && err.httpStatus < 500) return { id: '', status: 'error', error: err.message, ...(err.details ? { details: err.details } : {}) };
       throw err;
     }
@@ -368,13 +368,16 @@ export async function batchAdd(ports: GatewayPorts, body: unknown, headers: Reco
   // wholly in order; and the items' times are a millisecond apart, so the documents' createdAt keeps
   // the batch's order (a list sorted by it breaks ties by the random id).
   const start = ports.now().getTime();
-  const inOrder = req.documents.some((raw) => typeof raw === 'object' && raw !== null && 'entityContext' in raw);
+  const named = (i: number, field: 'customId' | 'entityContext') => {
+    const p = items[i]!;
+    return p.success && typeof p.data === 'object' ? p.data[field] : undefined;
+  };
+  const inOrder = items.some((_, i) => named(i, 'entityContext') !== undefined);
   const tails = new Map<string, Promise<unknown>>();
-  const runs = req.documents.map((raw, i) => {
-    const customId = typeof raw === 'object' && raw !== null && 'customId' in raw ? String((raw as { customId: unknown }).customId) : null;
-    const key = inOrder ? '' : customId;
+  const runs = items.map((_, i) => {
+    const key = inOrder ? '' : (named(i, 'customId') ?? null);
     const before = key === null ? undefined : tails.get(key);
-    const run = before ? before.then(() => one(raw, i, new Date(start + i))) : one(raw, i, new Date(start + i));
+    const run = before ? before.then(() => one(i, new Date(start + i))) : one(i, new Date(start + i));
     if (key !== null) tails.set(key, run.catch(() => undefined));
     return run;
   });
