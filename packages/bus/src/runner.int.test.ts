@@ -434,4 +434,55 @@ describe('consumer runner over real JetStream', () => {
     // Without serial batches they would have gone in batches gathered for 5 ms each, one or a few at a time.
     expect(sizes[1]).toBeGreaterThanOrEqual(15);
   });
+  it('a publish window: at most that many of a consumer\'s events unanswered at once, every one published; without it, a batch sends them all at once', async () => {
+    // The bus the runner is given counts its JetStream publishes between send and answer.
+    let inFlight = 0;
+    let most = 0;
+    const counting: Bus = {
+      ...bus,
+      js: new Proxy(bus.js, {
+        get(target, prop) {
+          if (prop === 'publish') {
+            return async (...args: Parameters<typeof target.publish>) => {
+              most = Math.max(most, ++inFlight);
+              try {
+                return await target.publish(...args);
+              } finally {
+                inFlight--;
+              }
+            };
+          }
+          const v: unknown = Reflect.get(target, prop, target);
+          return typeof v === 'function' ? (v as (...a: unknown[]) => unknown).bind(target) : v;
+        },
+      }),
+    };
+    async function mostUnanswered(publishWindow: number | undefined, label: string): Promise<number> {
+      const subs = Array.from({ length: 24 }, (_, i) => submittedEvent(`${label} ${i}`));
+      const ids = new Set(subs.map((s) => s.documentId));
+      for (const e of subs) await publishEvent(bus, e);
+      most = 0;
+      const r = runConsumer({
+        bus: counting,
+        consumer: 'extractor',
+        log,
+        concurrency: 32,
+        stage: 'extracting',
+        ...(publishWindow ? { publishWindow } : {}),
+        handle: async (e) => (ids.has(e.documentId) ? [follow(e, 'document.extracted.v1', { title: null, type: 'text', text: 'w', url: null, format: 'plain' })] : []),
+      });
+      const deadline = Date.now() + 15_000;
+      const published = async () => (await Promise.all(subs.map((s) => lastEvent(bus, s.documentId, 'extracted')))).every((x) => x !== null);
+      while (!(await published())) {
+        if (Date.now() > deadline) throw new Error('timed out');
+        await new Promise((res) => setTimeout(res, 25));
+      }
+      await r.stop();
+      return most;
+    }
+    const windowed = await mostUnanswered(3, 'windowed');
+    expect(windowed).toBeLessThanOrEqual(3);
+    expect(windowed).toBeGreaterThanOrEqual(2);
+    expect(await mostUnanswered(undefined, 'unbounded')).toBeGreaterThan(3);
+  });
 });

@@ -5,7 +5,7 @@ import { errorMessage, onShutdown, processWide, type Logger } from '@memstream/k
 import { busTelemetry } from './events.js';
 import { connectBus, type Bus } from './connect.js';
 import { ensureTopology } from './topology.js';
-import { publishWindowFromEnv, windowedPublishes } from './publish-window.js';
+import { publishWindowFromEnv } from './publish-window.js';
 import { runConsumer, type BatchHandler, type Handler, type Outcome } from './runner.js';
 import type { BatchPolicy } from './pull-loop.js';
 import type { DocumentEvent, EventKind } from '@memstream/contracts';
@@ -173,10 +173,9 @@ function openProcessOps(address: { port: number; host: string }): ProcessOps {
 /**
  * The process's connection to NATS, shared by every worker it hosts: their acks, publishes and
  * pulls of one event-loop turn leave in one socket write (the patched client writes once per turn
- * and connection), and deliveries to all of them arrive on one socket. Its JetStream publishes go
- * through one window (MEMSTREAM_PUBLISH_WINDOW unanswered at once: ./publish-window.ts). Each
- * worker gets its own handle (its logger), and the connection drains when the last of them closes
- * its handle. One per broker URL (kit's processWide, like the ops port).
+ * and connection), and deliveries to all of them arrive on one socket. Each worker gets its own
+ * handle (its logger), and the connection drains when the last of them closes its handle. One per
+ * broker URL (kit's processWide, like the ops port).
  */
 interface ProcessBus {
   bus: Promise<Bus>;
@@ -187,8 +186,7 @@ async function processBus(url: string, consumer: string, log: Logger): Promise<B
   const mine = processWide<ProcessBus>(`bus.connection ${url}`, () => {
     // A host names its connection after itself (MEMSTREAM_PROCESS: `stages`, `stores`), a worker alone after its consumer.
     const name = `memstream-${process.env.MEMSTREAM_PROCESS?.trim() || consumer}`;
-    const window = publishWindowFromEnv();
-    return { bus: connectBus({ url, name, log }).then((b) => ({ ...b, js: windowedPublishes(b.js, window) })), open: 0 };
+    return { bus: connectBus({ url, name, log }), open: 0 };
   });
   const bus = await mine.bus;
   mine.open++;
@@ -215,6 +213,7 @@ export async function startWorker(opts: WorkerOptions): Promise<void> {
   try {
     // The ops port opens first, so liveness answers while the worker connects; readiness waits.
     const processOpsPort = processOps(opts.ops ?? opsAddressFromEnv());
+    const publishWindow = publishWindowFromEnv();
     const me: OpsMember = { state: 'starting', checks: async () => {} };
     processOpsPort.members.set(opts.consumer, me);
     const ops = await processOpsPort.opened;
@@ -247,6 +246,7 @@ export async function startWorker(opts: WorkerOptions): Promise<void> {
       log,
       ...(handleBatch ? { handleBatch } : { handle: handle! }),
       concurrency: opts.concurrency,
+      ...(publishWindow ? { publishWindow } : {}),
       ...(opts.batch ? { batch: opts.batch } : {}),
       ...(stage ? { stage } : {}),
       skipStale,
@@ -254,7 +254,7 @@ export async function startWorker(opts: WorkerOptions): Promise<void> {
       ...(opts.onOutcome ? { onOutcome: opts.onOutcome } : {}),
     });
     const others = more.map((m) =>
-      runConsumer({ bus, consumer: m.consumer, log, ...(m.handleBatch ? { handleBatch: m.handleBatch } : { handle: m.handle! }), concurrency: m.concurrency ?? opts.concurrency, ...(m.skipStale ? { skipStale: true } : {}) }),
+      runConsumer({ bus, consumer: m.consumer, log, ...(m.handleBatch ? { handleBatch: m.handleBatch } : { handle: m.handle! }), concurrency: m.concurrency ?? opts.concurrency, ...(publishWindow ? { publishWindow } : {}), ...(m.skipStale ? { skipStale: true } : {}) }),
     );
     onShutdown(log, [
       [
