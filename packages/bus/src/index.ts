@@ -8,7 +8,6 @@ export * from './pull-loop.js';
 export * from './admission.js';
 export * from './backlog.js';
 export * from './acks.js';
-export * from './publish-window.js';
 export * from './blobs.js';
 export * from './worker.js';
 export * from './testing.js';

@@ -54,12 +54,6 @@ export interface RunnerOptions {
   concurrency?: number;
   /** How messages are gathered into batches (default DEFAULT_BATCH). */
   batch?: BatchPolicy;
-  /**
-   * The most of this consumer's emitted events sent and not yet answered by the server; the rest
-   * are sent in the order they were made as answers come (default: all at once). Workers take it
-   * from MEMSTREAM_PUBLISH_WINDOW (./publish-window.ts, where the reason is).
-   */
-  publishWindow?: number;
   /** The stage a failure is blamed on. Without one (the projection), failures are only dead-lettered. */
   stage?: Stage;
   /** Drop events of a revision older than the newest submitted one, or of a deleted document. */
@@ -140,7 +134,6 @@ export function runConsumer(opts: RunnerOptions): RunningConsumer {
     return !t || taskTypes.includes(t);
   };
   const limit = limiter(concurrency);
-  const sendLimit = opts.publishWindow === undefined ? <T>(send: () => Promise<T>) => send() : limiter(Math.max(1, opts.publishWindow));
   const ack = ackGroups();
   if (!opts.handle === !opts.handleBatch) throw new Error(`consumer ${name}: give exactly one of handle and handleBatch`);
   /**
@@ -260,13 +253,13 @@ export function runConsumer(opts: RunnerOptions): RunningConsumer {
     // debug, which is off) — a cost on every message for none.
     let child: Logger | undefined;
     const mlog = (): Logger => (child ??= log.child({ documentId: event.documentId, type: event.type, revision: event.revision, seq: m.seq, deliveryCount, ...busTelemetry().logBindings?.(trace) }));
-    // Every publish is sent at once (up to the publish window) and awaited with the others before the message is acked.
+    // Every publish is sent at once and awaited with the others before the message is acked.
     const sent: Promise<unknown>[] = [];
     const ctx: HandlerContext = {
       msg: { seq: m.seq, deliveryCount, subject: m.subject },
       log: lazyLogger(log, mlog),
       emit: (e) => {
-        const p = sendLimit(() => publishEvent(bus, e, { headers: trace }));
+        const p = publishEvent(bus, e, { headers: trace });
         sent.push(p);
         // Settled with the others below (an awaiting caller still gets the failure). A caller may
         // drop what emit returns (the runner does, for what a handler returns): without the catch,

@@ -5,7 +5,6 @@ import { errorMessage, onShutdown, processWide, type Logger } from '@memstream/k
 import { busTelemetry } from './events.js';
 import { connectBus, type Bus } from './connect.js';
 import { ensureTopology } from './topology.js';
-import { publishWindowFromEnv } from './publish-window.js';
 import { runConsumer, type BatchHandler, type Handler, type Outcome } from './runner.js';
 import type { BatchPolicy } from './pull-loop.js';
 import type { DocumentEvent, EventKind } from '@memstream/contracts';
@@ -213,7 +212,6 @@ export async function startWorker(opts: WorkerOptions): Promise<void> {
   try {
     // The ops port opens first, so liveness answers while the worker connects; readiness waits.
     const processOpsPort = processOps(opts.ops ?? opsAddressFromEnv());
-    const publishWindow = publishWindowFromEnv();
     const me: OpsMember = { state: 'starting', checks: async () => {} };
     processOpsPort.members.set(opts.consumer, me);
     const ops = await processOpsPort.opened;
@@ -246,7 +244,6 @@ export async function startWorker(opts: WorkerOptions): Promise<void> {
       log,
       ...(handleBatch ? { handleBatch } : { handle: handle! }),
       concurrency: opts.concurrency,
-      ...(publishWindow ? { publishWindow } : {}),
       ...(opts.batch ? { batch: opts.batch } : {}),
       ...(stage ? { stage } : {}),
       skipStale,
@@ -254,7 +251,7 @@ export async function startWorker(opts: WorkerOptions): Promise<void> {
       ...(opts.onOutcome ? { onOutcome: opts.onOutcome } : {}),
     });
     const others = more.map((m) =>
-      runConsumer({ bus, consumer: m.consumer, log, ...(m.handleBatch ? { handleBatch: m.handleBatch } : { handle: m.handle! }), concurrency: m.concurrency ?? opts.concurrency, ...(publishWindow ? { publishWindow } : {}), ...(m.skipStale ? { skipStale: true } : {}) }),
+      runConsumer({ bus, consumer: m.consumer, log, ...(m.handleBatch ? { handleBatch: m.handleBatch } : { handle: m.handle! }), concurrency: m.concurrency ?? opts.concurrency, ...(m.skipStale ? { skipStale: true } : {}) }),
     );
     onShutdown(log, [
       [
