@@ -8,6 +8,7 @@ export * from './pull-loop.js';
 export * from './admission.js';
 export * from './backlog.js';
 export * from './acks.js';
+export * from './yield-to-adds.js';
 export * from './blobs.js';
 export * from './worker.js';
 export * from './testing.js';

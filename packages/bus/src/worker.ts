@@ -5,6 +5,7 @@ import { errorMessage, onShutdown, processWide, type Logger } from '@memstream/k
 import { busTelemetry } from './events.js';
 import { connectBus, type Bus } from './connect.js';
 import { ensureTopology } from './topology.js';
+import { yieldWindowFromEnv, yieldingToAdds } from './yield-to-adds.js';
 import { runConsumer, type BatchHandler, type Handler, type Outcome } from './runner.js';
 import type { BatchPolicy } from './pull-loop.js';
 import type { DocumentEvent, EventKind } from '@memstream/contracts';
@@ -172,9 +173,10 @@ function openProcessOps(address: { port: number; host: string }): ProcessOps {
 /**
  * The process's connection to NATS, shared by every worker it hosts: their acks, publishes and
  * pulls of one event-loop turn leave in one socket write (the patched client writes once per turn
- * and connection), and deliveries to all of them arrive on one socket. Each worker gets its own
- * handle (its logger), and the connection drains when the last of them closes its handle. One per
- * broker URL (kit's processWide, like the ops port).
+ * and connection), and deliveries to all of them arrive on one socket. While a gateway says adds
+ * arrive, its JetStream publishes yield to them: at most MEMSTREAM_YIELD_WINDOW unanswered at once
+ * (./yield-to-adds.ts). Each worker gets its own handle (its logger), and the connection drains
+ * when the last of them closes its handle. One per broker URL (kit's processWide, like the ops port).
  */
 interface ProcessBus {
   bus: Promise<Bus>;
@@ -185,7 +187,8 @@ async function processBus(url: string, consumer: string, log: Logger): Promise<B
   const mine = processWide<ProcessBus>(`bus.connection ${url}`, () => {
     // A host names its connection after itself (MEMSTREAM_PROCESS: `stages`, `stores`), a worker alone after its consumer.
     const name = `memstream-${process.env.MEMSTREAM_PROCESS?.trim() || consumer}`;
-    return { bus: connectBus({ url, name, log }), open: 0 };
+    const window = yieldWindowFromEnv();
+    return { bus: connectBus({ url, name, log }).then((b) => (window > 0 ? { ...b, js: yieldingToAdds(b.js, b.nc, window) } : b)), open: 0 };
   });
   const bus = await mine.bus;
   mine.open++;

@@ -1,9 +1,11 @@
-import { DeliverPolicy, decodeEvent, lastEvent, publishEvent, type Bus } from '@memstream/bus';
+import { DeliverPolicy, addsSignal, decodeEvent, lastEvent, publishEvent, type Bus } from '@memstream/bus';
 import { CONSUMERS, STREAM_DOCS, type DocumentEvent, type DocumentSubmitted } from '@memstream/contracts';
 import type { DocumentHead, EventLog } from '../handlers/documents.js';
 
 /** The gateway's EventLog over JetStream: direct reads of a document's last events, validated publishes, purges. */
 export function jetstreamEventLog(bus: Bus): EventLog {
+  // The workers yield the broker to the gateway's publishes while it says adds arrive (@memstream/bus, yield-to-adds.ts).
+  const adds = addsSignal(bus.nc);
   return {
     async head(documentId): Promise<DocumentHead> {
       const [sub, del, meta] = await Promise.all([
@@ -24,6 +26,7 @@ export function jetstreamEventLog(bus: Bus): EventLog {
       };
     },
     async publish(event, opts = {}) {
+      adds.arriving();
       const ack = await publishEvent(bus, event, {
         ...(opts.expectLastSeq !== undefined ? { expectLastSubjectSequence: opts.expectLastSeq } : {}),
         ...(opts.headers ? { headers: opts.headers } : {}),
