@@ -140,10 +140,10 @@ describe('yieldingToAdds', () => {
 
 describe('MEMSTREAM_YIELD_WINDOW', () => {
   it('is 16 unless set, 0 turns yielding off, and anything else but a whole number is refused with the variable named', () => {
-    expect(yieldWindowFromEnv({})).toBe(16);
-    expect(yieldWindowFromEnv({ MEMSTREAM_YIELD_WINDOW: '' })).toBe(16);
+    expect(yieldWindowFromEnv({})).toBe(8);
+    expect(yieldWindowFromEnv({ MEMSTREAM_YIELD_WINDOW: '' })).toBe(8);
     expect(yieldWindowFromEnv({ MEMSTREAM_YIELD_WINDOW: '0' })).toBe(0);
-    expect(yieldWindowFromEnv({ MEMSTREAM_YIELD_WINDOW: '8' })).toBe(8);
+    expect(yieldWindowFromEnv({ MEMSTREAM_YIELD_WINDOW: '16' })).toBe(16);
     for (const bad of ['-1', '2.5', 'many']) expect(() => yieldWindowFromEnv({ MEMSTREAM_YIELD_WINDOW: bad })).toThrow(/MEMSTREAM_YIELD_WINDOW/);
   });
 });
