@@ -81,11 +81,7 @@ export function yieldingToAdds(js: JetStreamClient, nc: Pick<NatsConnection, 'su
   }) as JetStreamClient & { yielding(): boolean };
 }
 
-/**
- * MEMSTREAM_YIELD_WINDOW: a worker process's publishes unanswered at once while adds arrive; 0 turns yielding off.
- * 8 rather than 16: the adds' p99 at 1,000/s 12.1–16.6 ms against 18.1–40.4 with wrk, 16.4–17.5 against
- * 19.3–22.7 paced, the ingest rate no lower (docs/pipeline.md, Load, "The window's size").
- */
+/** MEMSTREAM_YIELD_WINDOW: a worker process's publishes unanswered at once while adds arrive; 0 turns yielding off. 8 chosen by measurement: docs/pipeline.md, Load, "The window's size". */
 const YieldEnv = z.object({ MEMSTREAM_YIELD_WINDOW: z.coerce.number().int().min(0).max(100_000).default(8) });
 
 export function yieldWindowFromEnv(env: NodeJS.ProcessEnv = process.env): number {

@@ -139,7 +139,7 @@ describe('yieldingToAdds', () => {
 });
 
 describe('MEMSTREAM_YIELD_WINDOW', () => {
-  it('is 16 unless set, 0 turns yielding off, and anything else but a whole number is refused with the variable named', () => {
+  it('is 8 unless set, 0 turns yielding off, and anything else but a whole number is refused with the variable named', () => {
     expect(yieldWindowFromEnv({})).toBe(8);
     expect(yieldWindowFromEnv({ MEMSTREAM_YIELD_WINDOW: '' })).toBe(8);
     expect(yieldWindowFromEnv({ MEMSTREAM_YIELD_WINDOW: '0' })).toBe(0);
