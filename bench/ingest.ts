@@ -9,12 +9,15 @@
  * memory, to memorized), the CPU milliseconds each service (and nats-server) spent per document,
  * so the next bottleneck is visible, and — as the ceiling, measured in the same run on the same
  * broker — the raw JetStream publish rate of the same payloads (publishes pipelined, 256 in
- * flight). Figures, not assertions.
+ * flight). Beside it, as the bound of any Node front door on this machine, the adds a second of a bare node:http
+ * server that only publishes each body and answers (bench/bare-front-door.ts), from the same clients with the same
+ * requests, cold, before memstream starts. Figures, not assertions.
  */
 import { makeDoc } from './bench-docs.js';
 import { cpuMs, writeSyscalls } from './proc-cpu.js';
 import { intFlag } from './flags.js';
 import { rawConnection, request } from './raw-http.js';
+import { fork } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir, cpus, totalmem } from 'node:os';
 import path from 'node:path';
@@ -27,7 +30,8 @@ import { commandArgs } from '@memstream/cli';
 
 const USAGE = `usage: ./memstream bench [ingest] [--docs 1000] [--memory-docs N (default: --docs)] [--concurrency 16] [--batch 1] [--warmup 0] [--layout grouped|per-service|one-process] [--worker-nice N] [--timeline] [--json]
 
-N documents of about 2 KB through a private memstream: add throughput, end-to-end documents/s, time to done, and the raw JetStream publish ceiling.
+N documents of about 2 KB through a private memstream: add throughput, end-to-end documents/s, time to done, the raw JetStream publish ceiling,
+and (one document a request) a bare front door's adds/s: node:http that publishes each body and answers, the bound of any Node gateway here.
 The services run as ./memstream up runs them: from the compiled bundles, the workers at nice --worker-nice (default
 ${DEFAULT_WORKER_NICE}) in the processes of --layout: grouped (up's default: two worker hosts, the stages before the last and the
 services that write the stores), per-service (one process each, as in Kubernetes: the CPU line then has every service
@@ -76,6 +80,43 @@ function idleTicks(): number {
   }
 }
 
+/**
+ * The same requests as the superrag phase's (B = 1) to a bare node:http server in a fresh process of its own that
+ * publishes each body to JetStream, waits for the acknowledgement and answers (bench/bare-front-door.ts): how
+ * many adds a second any Node front door could answer from cold on this machine, with nothing else running.
+ */
+async function bareFrontDoor(natsUrl: string, bus: Awaited<ReturnType<typeof connectBus>>, contents: string[], apiKey: string): Promise<{ addsPerSec: number; cpuMsPerAdd: number }> {
+  await bus.jsm.streams.add({ name: 'BARE', subjects: ['bare.>'], storage: StorageType.File });
+  // Detached, as the gateway is started (a session and scheduling group of its own); the same --import tsx as this process.
+  const child = fork(new URL('./bare-front-door.ts', import.meta.url).pathname, [], { env: { ...process.env, NATS_URL: natsUrl }, detached: true, stdio: ['ignore', 'inherit', 'inherit', 'ipc'] });
+  try {
+    const port = await new Promise<number>((resolve, reject) => {
+      child.once('message', (m) => resolve((m as { port: number }).port));
+      child.once('exit', (code) => reject(new Error(`bench ingest: the bare front door exited (${code}) before it listened`)));
+    });
+    const conns = await Promise.all(Array.from({ length: C }, () => rawConnection('127.0.0.1', port)));
+    const requests = contents.map((content) => request({ method: 'POST', host: `127.0.0.1:${port}`, path: '/v3/documents', headers: { authorization: `Bearer ${apiKey}` }, body: JSON.stringify({ content, containerTag: 'bench-superrag', taskType: 'superrag' }) }));
+    const cpu0 = cpuMs(child.pid);
+    let next = 0;
+    const t0 = performance.now();
+    await Promise.all(
+      conns.map(async (conn) => {
+        while (next < requests.length) {
+          const res = await conn.send(requests[next++]!);
+          if (res.status !== 200) throw new Error(`bench ingest: the bare front door answered ${res.status}`);
+        }
+      }),
+    );
+    const secs = (performance.now() - t0) / 1000;
+    const cpuMsPerAdd = (cpuMs(child.pid) - cpu0) / requests.length;
+    for (const c of conns) c.close();
+    return { addsPerSec: Math.round(requests.length / secs), cpuMsPerAdd: +cpuMsPerAdd.toFixed(3) };
+  } finally {
+    child.kill();
+    await bus.jsm.streams.delete('BARE');
+  }
+}
+
 function pct(sorted: number[], p: number): number {
   if (sorted.length === 0) return NaN;
   return sorted[Math.min(sorted.length - 1, Math.floor((p / 100) * sorted.length))]!;
@@ -104,6 +145,8 @@ async function main(): Promise<void> {
     await Promise.all(window);
     const publishRate = N / ((performance.now() - p0) / 1000);
     await bus.jsm.streams.delete('BENCH');
+    // Bound: the least a durable add can do (bench/bare-front-door.ts), the same requests from the same clients.
+    const bare = B === 1 ? await bareFrontDoor(nats.url, bus, docs.slice(0, N), apiKey) : null;
 
     // On a loaded machine services take longer to start: MEMSTREAM_TEST_READY_MS, as for the tests.
     const readyTimeoutMs = Number(process.env.MEMSTREAM_TEST_READY_MS ?? 30_000);
@@ -279,6 +322,8 @@ async function main(): Promise<void> {
       timeToDoneMs: withoutMemory.timeToDoneMs,
       ceilingJetStreamPublishPerSec: Math.round(publishRate),
       addVsCeiling: +(withoutMemory.addDocsPerSec / publishRate).toFixed(3),
+      // null with --batch: the bound is of one document a request.
+      bareFrontDoor: bare && { ...bare, vsCeiling: +(bare.addsPerSec / publishRate).toFixed(3) },
       endToEndVsCeiling: +(withoutMemory.endToEndDocsPerSec / publishRate).toFixed(3),
       cpuMsPerDoc: withoutMemory.cpuMsPerDoc,
       cpuMsPerDocTotal: withoutMemory.cpuMsPerDocTotal,
@@ -324,6 +369,11 @@ async function main(): Promise<void> {
           ]),
           `  ceiling: raw JetStream pub   ${result.ceilingJetStreamPublishPerSec} messages/s (same payloads, same broker, this run)`,
           `  ratio to ceiling (superrag)  add ${result.addVsCeiling}, end-to-end ${result.endToEndVsCeiling}`,
+          ...(result.bareFrontDoor
+            ? [
+                `  bound: bare front door       ${result.bareFrontDoor.addsPerSec} adds/s, ratio ${result.bareFrontDoor.vsCeiling} (node:http, publish, ack, answer; the same requests and clients, a fresh process, before memstream starts; ${result.bareFrontDoor.cpuMsPerAdd} CPU-ms per add)`,
+              ]
+            : []),
           `  failed                       ${result.failed}`,
           '',
         ].join('\n'),
