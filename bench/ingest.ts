@@ -23,17 +23,17 @@ import { tmpdir, cpus, totalmem } from 'node:os';
 import path from 'node:path';
 import { StorageType } from '@nats-io/jetstream';
 import { connectBus } from '@memstream/bus';
-import { DEFAULT_WORKER_NICE, LAYOUTS, isHost, REPO_ROOT, SERVICES, serviceBundles, spawnLauncherLayout, LAUNCHER_NATS, startNatsServer, stopProcess, type Layout, type ServiceProcess } from '@memstream/cli';
+import { DEFAULT_WORKER_NICE, DEFAULT_WORKER_SEMI_SPACE_MB, LAYOUTS, isHost, REPO_ROOT, SERVICES, serviceBundles, spawnLauncherLayout, LAUNCHER_NATS, startNatsServer, stopProcess, type Layout, type ServiceProcess } from '@memstream/cli';
 import { createLogger } from '@memstream/kit';
 import { SqliteDocumentViews } from '@memstream/views';
 import { commandArgs } from '@memstream/cli';
 
-const USAGE = `usage: ./memstream bench [ingest] [--docs 1000] [--memory-docs N (default: --docs)] [--concurrency 16] [--batch 1] [--warmup 0] [--layout grouped|per-service|one-process] [--worker-nice N] [--timeline] [--json]
+const USAGE = `usage: ./memstream bench [ingest] [--docs 1000] [--memory-docs N (default: --docs)] [--concurrency 16] [--batch 1] [--warmup 0] [--layout grouped|per-service|one-process] [--worker-nice N] [--worker-semi-space MB] [--timeline] [--json]
 
 N documents of about 2 KB through a private memstream: add throughput, end-to-end documents/s, time to done, the raw JetStream publish ceiling,
 and (one document a request) a bare front door's adds/s: node:http that publishes each body and answers, the bound of any Node gateway here.
 The services run as ./memstream up runs them: from the compiled bundles, the workers at nice --worker-nice (default
-${DEFAULT_WORKER_NICE}) in the processes of --layout: grouped (up's default: two worker hosts, the stages before the last and the
+${DEFAULT_WORKER_NICE}) with a V8 semi-space of --worker-semi-space MB (default ${DEFAULT_WORKER_SEMI_SPACE_MB}; 0: V8's own) in the processes of --layout: grouped (up's default: two worker hosts, the stages before the last and the
 services that write the stores), per-service (one process each, as in Kubernetes: the CPU line then has every service
 on its own) or one-process (every worker in one); MEMSTREAM_TSX=1 runs them through tsx. --warmup N first sends N other
 documents (another tag) and waits for them, unmeasured: the figures are then the running system's rather than the first
@@ -52,6 +52,7 @@ const { values } = commandArgs('bench', USAGE, {
     // The processes the workers run in (packages/cli/src/stack.ts, layoutProcesses): grouped is ./memstream up's.
     layout: { type: 'string', default: 'grouped' },
     'worker-nice': { type: 'string', default: String(DEFAULT_WORKER_NICE) },
+    'worker-semi-space': { type: 'string', default: String(DEFAULT_WORKER_SEMI_SPACE_MB) },
   },
 });
 const N = intFlag('ingest', 'docs', values.docs, 0, 10_000_000);
@@ -63,6 +64,7 @@ const B = intFlag('ingest', 'batch', values.batch, 1, 100);
 const NM = intFlag('ingest', 'memory-docs', values['memory-docs'] ?? values.docs, 0, 10_000_000);
 const W = intFlag('ingest', 'warmup', values.warmup, 0, 10_000_000);
 const NICE = intFlag('ingest', 'worker-nice', values['worker-nice'], 0, 19);
+const SEMI_SPACE = intFlag('ingest', 'worker-semi-space', values['worker-semi-space'], 0, 1024);
 if (!(LAYOUTS as readonly string[]).includes(values.layout)) {
   process.stderr.write(`bench ingest: --layout must be one of ${LAYOUTS.join(', ')} (got "${values.layout}")\n`);
   process.exit(2);
@@ -154,7 +156,7 @@ async function main(): Promise<void> {
     // gateway, each detached in a session of its own (stack.ts, niceAutogroup) and gone when this process is.
     const bundleDir = process.env.MEMSTREAM_TSX === '1' ? undefined : await serviceBundles(REPO_ROOT, SERVICES);
     const asUp = { ...env, MEMSTREAM_EXIT_WITH_PARENT: String(process.pid) };
-    procs.push(...(await spawnLauncherLayout({ env: asUp, readyTimeoutMs, bundleDir, workerNice: NICE, detached: true, layout: LAYOUT })));
+    procs.push(...(await spawnLauncherLayout({ env: asUp, readyTimeoutMs, bundleDir, workerNice: NICE, workerSemiSpaceMb: SEMI_SPACE, detached: true, layout: LAYOUT })));
     // A host's CPU is its services' together: the report names them (--layout per-service splits them).
     const label = (p: ServiceProcess) => (isHost(p) ? `${p.name} (${p.services.join(', ')})` : p.name);
     const gw = procs.find((p) => p.name === 'gateway')!;
@@ -314,6 +316,7 @@ async function main(): Promise<void> {
       batch: B,
       layout: LAYOUT,
       workerNice: NICE,
+      workerSemiSpaceMb: SEMI_SPACE,
       docBytes: 2048,
       // The pipeline's own figures, as before memories existed: the superrag phase.
       addRequestsPerSec: withoutMemory.addRequestsPerSec,
@@ -337,7 +340,7 @@ async function main(): Promise<void> {
       process.stdout.write(
         [
           `memstream ingest bench — ${result.machine}`,
-          `  documents                    ${N} (superrag) and ${NM} (memory) × 2 KB text, ${C} concurrent clients${B > 1 ? `, ${B} documents per request (POST /v3/documents/batch)` : ''}, layout ${LAYOUT}, workers at nice ${result.workerNice}${process.env.MEMSTREAM_TSX === '1' ? ', through tsx' : ''}`,
+          `  documents                    ${N} (superrag) and ${NM} (memory) × 2 KB text, ${C} concurrent clients${B > 1 ? `, ${B} documents per request (POST /v3/documents/batch)` : ''}, layout ${LAYOUT}, workers at nice ${result.workerNice}${SEMI_SPACE ? ` with a ${SEMI_SPACE} MB semi-space` : " with V8's semi-space"}${process.env.MEMSTREAM_TSX === '1' ? ', through tsx' : ''}`,
           ...(warmup ? [`  warm-up, not measured        ${W} other documents first: ${warmup.endToEndDocsPerSec} documents/s end to end, ${warmup.cpuMsPerDocTotal} CPU-ms per document`] : []),
           ...[withoutMemory, ...(withMemory ? [withMemory] : [])].flatMap((ph) => [
             `  taskType ${ph.taskType}${ph.taskType === 'memory' ? ' (the memorizer runs too)' : ' (no memories)'}`,

@@ -28,7 +28,7 @@ import path from 'node:path';
 import autocannon from 'autocannon';
 import { StorageType } from '@nats-io/jetstream';
 import { connectBus } from '@memstream/bus';
-import { commandArgs, DEFAULT_WORKER_NICE, REPO_ROOT, SERVICES, serviceBundles, spawnLauncherLayout, LAUNCHER_NATS, startNatsServer, stopProcess, type ServiceProcess } from '@memstream/cli';
+import { commandArgs, DEFAULT_WORKER_NICE, DEFAULT_WORKER_SEMI_SPACE_MB, REPO_ROOT, SERVICES, serviceBundles, spawnLauncherLayout, LAUNCHER_NATS, startNatsServer, stopProcess, type ServiceProcess } from '@memstream/cli';
 import { createLogger } from '@memstream/kit';
 import { SqliteDocumentViews } from '@memstream/views';
 import { makeDoc } from './bench-docs.js';
@@ -36,7 +36,7 @@ import { intFlag } from './flags.js';
 import { cpuMs } from './proc-cpu.js';
 import { pacedRun } from './paced.js';
 
-const USAGE = `usage: ./memstream bench load [--rate 1000] [--seconds 30] [--generator paced|wrk|autocannon] [--connections N] [--ceiling-seconds S] [--warmup-seconds 5] [--tags 4] [--probe-rate 4] [--task-type superrag|memory] [--worker-nice N] [--max-drain-seconds 900] [--json]
+const USAGE = `usage: ./memstream bench load [--rate 1000] [--seconds 30] [--generator paced|wrk|autocannon] [--connections N] [--ceiling-seconds S] [--warmup-seconds 5] [--tags 4] [--probe-rate 4] [--task-type superrag|memory] [--worker-nice N] [--worker-semi-space MB] [--max-drain-seconds 900] [--json]
 
 Adds (POST /v3/documents, 2 KB distinct text) at a fixed arrival rate for a fixed time, from a load generator, against a
 private stack started as ./memstream up starts it. Beside them, in the same run, the same rate of raw JetStream
@@ -59,6 +59,7 @@ p50/p90/p99/max, non-2xx and errors, the pipeline's progress during the window a
                      their time to done is printed beside the load tags' documents'
   --task-type        the documents' taskType (default superrag: no memorizer work after indexing)
   --worker-nice      the pipeline workers' nice value (default ${DEFAULT_WORKER_NICE}, as ./memstream up without MEMSTREAM_WORKER_NICE)
+  --worker-semi-space the pipeline workers' V8 semi-space in MB (default ${DEFAULT_WORKER_SEMI_SPACE_MB}, as ./memstream up without MEMSTREAM_WORKER_SEMI_SPACE_MB; 0: V8's own)
   --max-drain-seconds how long to wait for the backlog after the window (default 900; then reported as not drained)
   --json             print only the JSON line`;
 
@@ -74,6 +75,7 @@ const { values } = commandArgs('bench load', USAGE, {
     'probe-rate': { type: 'string', default: '4' },
     'task-type': { type: 'string', default: 'superrag' },
     'worker-nice': { type: 'string', default: String(DEFAULT_WORKER_NICE) },
+    'worker-semi-space': { type: 'string', default: String(DEFAULT_WORKER_SEMI_SPACE_MB) },
     'max-drain-seconds': { type: 'string', default: '900' },
     json: { type: 'boolean', default: false },
   },
@@ -90,6 +92,7 @@ const WARMUP_SECONDS = intFlag('load', 'warmup-seconds', values['warmup-seconds'
 const TAGS = intFlag('load', 'tags', values.tags, 1, 1000);
 const PROBE_RATE = intFlag('load', 'probe-rate', values['probe-rate'], 0, 100);
 const NICE = intFlag('load', 'worker-nice', values['worker-nice'], 0, 19);
+const SEMI_SPACE = intFlag('load', 'worker-semi-space', values['worker-semi-space'], 0, 1024);
 const MAX_DRAIN = intFlag('load', 'max-drain-seconds', values['max-drain-seconds'], 0, 86_400);
 const GENERATOR = values.generator;
 if (GENERATOR !== 'paced' && GENERATOR !== 'wrk' && GENERATOR !== 'autocannon') {
@@ -334,7 +337,7 @@ async function main(): Promise<void> {
     // As `up`: the services' ahead-of-time bundles on plain node (MEMSTREAM_TSX=1: through tsx).
     const bundleDir = process.env.MEMSTREAM_TSX === '1' ? undefined : await serviceBundles(REPO_ROOT, SERVICES);
     // Detached as `up` starts them: each service leads its own session (stack.ts, niceAutogroup).
-    procs.push(...(await spawnLauncherLayout({ env, readyTimeoutMs, bundleDir, workerNice: NICE, detached: true })));
+    procs.push(...(await spawnLauncherLayout({ env, readyTimeoutMs, bundleDir, workerNice: NICE, workerSemiSpaceMb: SEMI_SPACE, detached: true })));
     const url = procs.find((p) => p.name === 'gateway')!.url!;
     if (GENERATOR === 'wrk') {
       if (WARMUP_SECONDS > 0) wrkBodies(dir, warmBody, WARMUP_SECONDS);
@@ -470,6 +473,7 @@ async function main(): Promise<void> {
       tags: TAGS,
       taskType: TASK_TYPE,
       workerNice: NICE,
+      workerSemiSpaceMb: SEMI_SPACE,
       docBytes: 2048,
       warmup: warmup && { seconds: WARMUP_SECONDS, ...warmup.leg, drainSecs: warmup.drainSecs, failed: base.failed },
       add,
@@ -502,7 +506,7 @@ async function main(): Promise<void> {
       process.stdout.write(
         [
           `memstream load bench — ${result.machine}; load average ${load.join(' ')} at the end`,
-          `  POST /v3/documents, 2 KB distinct text over ${TAGS} tags (taskType ${TASK_TYPE}), ${RATE}/s for ${SECONDS} s, ${CONNECTIONS} connections (${GENERATOR === 'paced' ? 'paced: open loop, latency from when each request was due' : GENERATOR === 'wrk' ? 'wrk, each send held to its slot of a fixed schedule, latency from when sent' : 'autocannon overallRate: each second\'s share per connection back to back'}); workers at nice ${NICE}`,
+          `  POST /v3/documents, 2 KB distinct text over ${TAGS} tags (taskType ${TASK_TYPE}), ${RATE}/s for ${SECONDS} s, ${CONNECTIONS} connections (${GENERATOR === 'paced' ? 'paced: open loop, latency from when each request was due' : GENERATOR === 'wrk' ? 'wrk, each send held to its slot of a fixed schedule, latency from when sent' : 'autocannon overallRate: each second\'s share per connection back to back'}); workers at nice ${NICE}${SEMI_SPACE ? `, semi-space ${SEMI_SPACE} MB` : ", V8's semi-space"}`,
           ...(warmup
             ? [
                 `  warm-up, not measured        ${warmup.leg.ok} adds at ${RATE}/s for ${WARMUP_SECONDS} s in tags of their own, then drained in ${warmup.drainSecs} s (failed ${base.failed}); p99 ${warmup.leg.latencyMs.p99} ms${warmup.leg.p99BySecond ? `, by second ${warmup.leg.p99BySecond.join(', ')} ms` : ''}`,

@@ -4,7 +4,7 @@ import { mkdtempSync, readdirSync, readFileSync, rmSync } from 'node:fs';
 import { createServer } from 'node:net';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
-import { REPO_ROOT, layoutFromEnv, layoutProcesses } from '@memstream/cli';
+import { DEFAULT_WORKER_SEMI_SPACE_MB, REPO_ROOT, layoutFromEnv, layoutProcesses } from '@memstream/cli';
 import { SqliteChunkIndex } from '@memstream/chunk-index';
 import { SqliteDocumentViews } from '@memstream/views';
 import { api, waitFor } from './support/stack.js';
@@ -288,6 +288,15 @@ describe('./memstream up survives kill -9 of its parts', () => {
       seen.push(`${role} ${niceOf(pid!)}${autogroups ? `/${autogroupNice(pid!)}` : ''}`);
     }
     console.log(`[up] nice (process${autogroups ? '/session' : ''}): ${seen.join(', ')}`);
+  });
+
+  // After the kill -9 too: a restarted worker gets the same young generation.
+  it("the pipeline workers run with a larger young generation than V8's; the gateway with V8's", () => {
+    const flag = `--max-semi-space-size=${DEFAULT_WORKER_SEMI_SPACE_MB}`;
+    for (const role of [...WORKERS, 'gateway']) {
+      const argv = readFileSync(`/proc/${pidOf(role)!}/cmdline`, 'utf8').split('\0');
+      expect(argv.includes(flag), `${role}: ${argv.join(' ')}`).toBe(role !== 'gateway');
+    }
   });
 
   it('kill -9 of the launcher: within 10 s no memstream process is left', async () => {

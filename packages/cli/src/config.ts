@@ -1,6 +1,6 @@
 import { z } from 'zod';
 import { commonEnv, parseEnv } from '@memstream/kit';
-import { DEFAULT_WORKER_NICE, LAYOUTS } from './stack.js';
+import { DEFAULT_WORKER_NICE, DEFAULT_WORKER_SEMI_SPACE_MB, LAYOUTS } from './stack.js';
 
 /** The launcher's environment: the README's configuration table, in code. */
 export const Config = z.object({
@@ -20,6 +20,8 @@ export const Config = z.object({
   MEMSTREAM_ACK_WAIT_MS: z.coerce.number().int().min(1000).optional(),
   /** `up`: the nice value of the pipeline's workers (the gateway and nats-server keep the launcher's); 0 makes them equal. */
   MEMSTREAM_WORKER_NICE: z.coerce.number().int().min(0).max(19).default(DEFAULT_WORKER_NICE),
+  /** `up`: the workers' V8 semi-space at most this many MB (stack.ts, DEFAULT_WORKER_SEMI_SPACE_MB); 0: V8's own. */
+  MEMSTREAM_WORKER_SEMI_SPACE_MB: z.coerce.number().int().min(0).max(1024).default(DEFAULT_WORKER_SEMI_SPACE_MB),
   /**
    * `up`: how the workers are laid out in processes. `grouped` (two worker hosts: the stages
    * before the last, and the services that write the stores), `per-service` (one process each,

@@ -138,6 +138,8 @@ async function up(config: Config): Promise<void> {
   // The pipeline's workers run at a lower CPU priority than the gateway (MEMSTREAM_WORKER_NICE; stack.ts, DEFAULT_WORKER_NICE).
   const nice = config.MEMSTREAM_WORKER_NICE;
   const niceOf = (p: ServiceProcess) => (p.name === 'gateway' ? 0 : nice);
+  // And a larger young generation (MEMSTREAM_WORKER_SEMI_SPACE_MB; stack.ts, DEFAULT_WORKER_SEMI_SPACE_MB).
+  const semiSpaceOf = (p: ServiceProcess) => (p.name === 'gateway' ? 0 : config.MEMSTREAM_WORKER_SEMI_SPACE_MB);
   // By process: a service alone, or a worker host (MEMSTREAM_LAYOUT; stack.ts, layoutProcesses).
   const procs = new Map<string, ServiceProcess>();
   let stopping = false;
@@ -158,7 +160,7 @@ async function up(config: Config): Promise<void> {
         return;
       }
       log.warn({ ...named(p), code, signal }, 'service exited: restarting');
-      spawnProcess({ name: p.name, services: p.services }, { env, onLog, detached: true, bundleDir, nice: niceOf(p) })
+      spawnProcess({ name: p.name, services: p.services }, { env, onLog, detached: true, bundleDir, nice: niceOf(p), semiSpaceMb: semiSpaceOf(p) })
         .then((np) => {
           log.info({ ...named(np), ms: Date.now() - now, ...(np.opsUrl ? { opsUrl: np.opsUrl } : {}) }, 'service restarted (its ops port may have moved)');
           procs.set(np.name, np);
@@ -230,7 +232,7 @@ async function up(config: Config): Promise<void> {
   process.on('SIGTERM', () => onSignal('SIGTERM'));
 
   try {
-    for (const p of await spawnLauncherLayout({ env, onLog, detached: true, bundleDir, workerNice: nice, layout: config.MEMSTREAM_LAYOUT })) procs.set(p.name, p);
+    for (const p of await spawnLauncherLayout({ env, onLog, detached: true, bundleDir, workerNice: nice, workerSemiSpaceMb: config.MEMSTREAM_WORKER_SEMI_SPACE_MB, layout: config.MEMSTREAM_LAYOUT })) procs.set(p.name, p);
     const gw = procs.get('gateway')!;
     for (const p of procs.values()) supervise(p);
     const url = gw.url ?? `http://${config.MEMSTREAM_HOST}:${config.MEMSTREAM_PORT}`;

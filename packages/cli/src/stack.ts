@@ -101,6 +101,8 @@ export interface SpawnOptions {
    * at the exec, through `nice`, so every thread of the process has it, not only the main one.
    */
   nice?: number;
+  /** V8's semi-space (half the young generation) at most this many MB (`--max-semi-space-size`); absent or 0: V8's own (16). */
+  semiSpaceMb?: number;
 }
 
 /**
@@ -112,18 +114,29 @@ export interface SpawnOptions {
  */
 export const DEFAULT_WORKER_NICE = 10;
 
+/**
+ * The young generation of `./memstream up`'s workers: V8's semi-space at most this many MB
+ * (`--max-semi-space-size`), where V8's own is 16: `MEMSTREAM_WORKER_SEMI_SPACE_MB` (config.ts), 0 for
+ * V8's. More of a batch's decoded events, chunks and vectors then die young instead of being
+ * promoted and marked in the old generation: the share of the worker hosts' main threads spent
+ * in GC fell by a third (docs/pipeline.md, "The workers' young generation"), for up to 96 MB more
+ * memory a process. The gateway keeps V8's: a larger young generation there made each scavenge
+ * longer and the adds' p99 worse (docs/pipeline.md, "The gateway's garbage").
+ */
+export const DEFAULT_WORKER_SEMI_SPACE_MB = 64;
+
 const NICE_BIN = ['/usr/bin/nice', '/bin/nice'].find((f) => existsSync(f));
 
 /**
  * The launcher's processes: every worker process of `layout` at once (default: up's, grouped),
- * at `nice`, then the gateway (once the workers are ready) at the launcher's priority.
+ * at `nice` with `semiSpaceMb`, then the gateway (once the workers are ready) at the launcher's priority.
  * `./memstream up` and the benches that run "as up does" (bench/load.ts, bench/ingest.ts) start
  * it through here.
  */
-export async function spawnLauncherLayout(opts: SpawnOptions & { workerNice?: number; layout?: Layout }): Promise<ServiceProcess[]> {
-  const { workerNice: nice = DEFAULT_WORKER_NICE, layout = 'grouped', ...rest } = opts;
+export async function spawnLauncherLayout(opts: SpawnOptions & { workerNice?: number; workerSemiSpaceMb?: number; layout?: Layout }): Promise<ServiceProcess[]> {
+  const { workerNice: nice = DEFAULT_WORKER_NICE, workerSemiSpaceMb: semiSpaceMb = DEFAULT_WORKER_SEMI_SPACE_MB, layout = 'grouped', ...rest } = opts;
   const specs = layoutProcesses(layout);
-  const workers = await Promise.all(specs.filter((p) => p.name !== 'gateway').map((p) => spawnProcess(p, { ...rest, nice })));
+  const workers = await Promise.all(specs.filter((p) => p.name !== 'gateway').map((p) => spawnProcess(p, { ...rest, nice, semiSpaceMb })));
   const gateway = await spawnService('gateway', rest);
   return [...workers, gateway];
 }
@@ -187,7 +200,7 @@ export function spawnProcess(spec: ProcessSpec, opts: SpawnOptions): Promise<Ser
   if (['warn', 'error', 'fatal', 'silent'].includes(env.LOG_LEVEL ?? '')) env.LOG_LEVEL = 'info';
   // A host tells its services' ready lines apart by their `service` field: JSON lines, never pretty ones.
   if (hosted) env.MEMSTREAM_LOG_PRETTY = '0';
-  const argv = [process.execPath, ...(process.env.MEMSTREAM_CPU_PROF ? ['--cpu-prof', '--cpu-prof-dir=' + process.env.MEMSTREAM_CPU_PROF] : []), ...(opts.bundleDir ? ['--enable-source-maps'] : ['--import', 'tsx']), entry];
+  const argv = [process.execPath, ...(process.env.MEMSTREAM_CPU_PROF ? ['--cpu-prof', '--cpu-prof-dir=' + process.env.MEMSTREAM_CPU_PROF] : []), ...(opts.semiSpaceMb ? [`--max-semi-space-size=${opts.semiSpaceMb}`] : []), ...(opts.bundleDir ? ['--enable-source-maps'] : ['--import', 'tsx']), entry];
   // `nice` execs node in place: the pid is node's, signals reach it as before.
   const viaNice = opts.nice && NICE_BIN ? [NICE_BIN, '-n', String(opts.nice)] : [];
   const [bin, ...args] = [...viaNice, ...argv];
