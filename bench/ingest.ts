@@ -16,7 +16,7 @@
 import { makeDoc } from './bench-docs.js';
 import { cpuMs, writeSyscalls } from './proc-cpu.js';
 import { intFlag } from './flags.js';
-import { rawConnection, request } from './raw-http.js';
+import { rawConnection, request, type RawConnection } from './raw-http.js';
 import { fork } from 'node:child_process';
 import { mkdtempSync, readFileSync, rmSync } from 'node:fs';
 import { tmpdir, cpus, totalmem } from 'node:os';
@@ -83,6 +83,24 @@ function idleTicks(): number {
 }
 
 /**
+ * Every request over the connections, each connection sending the next unsent one when its answer
+ * has come; `onAnswer` gets each 200 answer with the time its request was sent. Anything else throws.
+ */
+async function sendAll(conns: RawConnection[], requests: Buffer[], onAnswer: (body: Buffer, sentAt: number) => void = () => {}): Promise<void> {
+  let next = 0;
+  await Promise.all(
+    conns.map(async (conn) => {
+      while (next < requests.length) {
+        const t = performance.now();
+        const res = await conn.send(requests[next++]!);
+        if (res.status !== 200) throw new Error(`add answered ${res.status}: ${res.body.toString('utf8')}`);
+        onAnswer(res.body, t);
+      }
+    }),
+  );
+}
+
+/**
  * The same requests as the superrag phase's (B = 1) to a bare node:http server in a fresh process of its own that
  * publishes each body to JetStream, waits for the acknowledgement and answers (bench/bare-front-door.ts): how
  * many adds a second any Node front door could answer from cold on this machine, with nothing else running.
@@ -99,16 +117,8 @@ async function bareFrontDoor(natsUrl: string, bus: Awaited<ReturnType<typeof con
     const conns = await Promise.all(Array.from({ length: C }, () => rawConnection('127.0.0.1', port)));
     const requests = contents.map((content) => request({ method: 'POST', host: `127.0.0.1:${port}`, path: '/v3/documents', headers: { authorization: `Bearer ${apiKey}` }, body: JSON.stringify({ content, containerTag: 'bench-superrag', taskType: 'superrag' }) }));
     const cpu0 = cpuMs(child.pid);
-    let next = 0;
     const t0 = performance.now();
-    await Promise.all(
-      conns.map(async (conn) => {
-        while (next < requests.length) {
-          const res = await conn.send(requests[next++]!);
-          if (res.status !== 200) throw new Error(`bench ingest: the bare front door answered ${res.status}`);
-        }
-      }),
-    );
+    await sendAll(conns, requests);
     const secs = (performance.now() - t0) / 1000;
     const cpuMsPerAdd = (cpuMs(child.pid) - cpu0) / requests.length;
     for (const c of conns) c.close();
@@ -221,23 +231,15 @@ async function main(): Promise<void> {
       const writes0 = writesOf();
       const msgs0 = await varz();
       const conns0 = await connz();
-      let next = 0;
       const t0 = performance.now();
-      const worker = async (conn: (typeof conns)[number]) => {
-        while (next < requests.length) {
-          const i = next++;
-          const t = performance.now();
-          const res = await conn.send(requests[i]!);
-          if (res.status !== 200) throw new Error(`add answered ${res.status}: ${res.body.toString('utf8')}`);
-          const answer = JSON.parse(res.body.toString('utf8')) as { id: string } | { results: Array<{ id: string; status: string; error?: string }>; failed: number };
-          for (const r of 'results' in answer ? answer.results : [answer]) {
-            if (!r.id) throw new Error(`a batch item was refused: ${JSON.stringify(r)}`);
-            sentAt.set(r.id, t);
-            ids.push(r.id);
-          }
+      await sendAll(conns, requests, (body, t) => {
+        const answer = JSON.parse(body.toString('utf8')) as { id: string } | { results: Array<{ id: string; status: string; error?: string }>; failed: number };
+        for (const r of 'results' in answer ? answer.results : [answer]) {
+          if (!r.id) throw new Error(`a batch item was refused: ${JSON.stringify(r)}`);
+          sentAt.set(r.id, t);
+          ids.push(r.id);
         }
-      };
-      await Promise.all(conns.map(worker));
+      });
       const addSecs = (performance.now() - t0) / 1000;
       // Ten minutes, or more for a large phase on a loaded machine (the memory phase of one tag is serial).
       const deadline = Date.now() + Math.max(10 * 60_000, n * 1_000);

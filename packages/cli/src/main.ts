@@ -8,7 +8,7 @@ import { createLogger, errorMessage } from '@memstream/kit';
 import { openDocumentViews, SqliteDocumentViews, MongoDocumentViews, type DocumentViews } from '@memstream/views';
 import { loadConfig, type Config } from './config.js';
 import { LAUNCHER_NATS, startNatsServer, type NatsServerHandle } from './nats-server.js';
-import { REPO_ROOT, SERVICES, isHost, processStopOrder, spawnLauncherLayout, spawnProcess, stopProcess, type ServiceName, type ServiceProcess } from './stack.js';
+import { REPO_ROOT, SERVICES, isHost, launcherTuning, processStopOrder, spawnLauncherLayout, spawnProcess, stopProcess, type ServiceName, type ServiceProcess } from './stack.js';
 import { serviceBundles } from './bundle.js';
 import { keepEarlierDefaultModel } from './earlier-model.js';
 import { compareViews, progressBar, rebuildViews } from './replay.js';
@@ -135,11 +135,9 @@ async function up(config: Config): Promise<void> {
     MEMSTREAM_EXIT_WITH_PARENT: String(process.pid),
   };
   const onLog = logSink();
-  // The pipeline's workers run at a lower CPU priority than the gateway (MEMSTREAM_WORKER_NICE; stack.ts, DEFAULT_WORKER_NICE).
-  const nice = config.MEMSTREAM_WORKER_NICE;
-  const niceOf = (p: ServiceProcess) => (p.name === 'gateway' ? 0 : nice);
-  // And a larger young generation (MEMSTREAM_WORKER_SEMI_SPACE_MB; stack.ts, DEFAULT_WORKER_SEMI_SPACE_MB).
-  const semiSpaceOf = (p: ServiceProcess) => (p.name === 'gateway' ? 0 : config.MEMSTREAM_WORKER_SEMI_SPACE_MB);
+  // The pipeline's workers run at a lower CPU priority than the gateway, with a larger young generation
+  // (MEMSTREAM_WORKER_NICE, MEMSTREAM_WORKER_SEMI_SPACE_MB; stack.ts, launcherTuning), restarted ones too.
+  const tuning = { workerNice: config.MEMSTREAM_WORKER_NICE, workerSemiSpaceMb: config.MEMSTREAM_WORKER_SEMI_SPACE_MB };
   // By process: a service alone, or a worker host (MEMSTREAM_LAYOUT; stack.ts, layoutProcesses).
   const procs = new Map<string, ServiceProcess>();
   let stopping = false;
@@ -160,7 +158,7 @@ async function up(config: Config): Promise<void> {
         return;
       }
       log.warn({ ...named(p), code, signal }, 'service exited: restarting');
-      spawnProcess({ name: p.name, services: p.services }, { env, onLog, detached: true, bundleDir, nice: niceOf(p), semiSpaceMb: semiSpaceOf(p) })
+      spawnProcess({ name: p.name, services: p.services }, { env, onLog, detached: true, bundleDir, ...launcherTuning(p.name, tuning) })
         .then((np) => {
           log.info({ ...named(np), ms: Date.now() - now, ...(np.opsUrl ? { opsUrl: np.opsUrl } : {}) }, 'service restarted (its ops port may have moved)');
           procs.set(np.name, np);
@@ -232,7 +230,7 @@ async function up(config: Config): Promise<void> {
   process.on('SIGTERM', () => onSignal('SIGTERM'));
 
   try {
-    for (const p of await spawnLauncherLayout({ env, onLog, detached: true, bundleDir, workerNice: nice, workerSemiSpaceMb: config.MEMSTREAM_WORKER_SEMI_SPACE_MB, layout: config.MEMSTREAM_LAYOUT })) procs.set(p.name, p);
+    for (const p of await spawnLauncherLayout({ env, onLog, detached: true, bundleDir, ...tuning, layout: config.MEMSTREAM_LAYOUT })) procs.set(p.name, p);
     const gw = procs.get('gateway')!;
     for (const p of procs.values()) supervise(p);
     const url = gw.url ?? `http://${config.MEMSTREAM_HOST}:${config.MEMSTREAM_PORT}`;

@@ -129,16 +129,28 @@ const NICE_BIN = ['/usr/bin/nice', '/bin/nice'].find((f) => existsSync(f));
 
 /**
  * The launcher's processes: every worker process of `layout` at once (default: up's, grouped),
- * at `nice` with `semiSpaceMb`, then the gateway (once the workers are ready) at the launcher's priority.
+ * as `launcherTuning` sets them up, then the gateway (once the workers are ready) at the launcher's priority.
  * `./memstream up` and the benches that run "as up does" (bench/load.ts, bench/ingest.ts) start
  * it through here.
  */
-export async function spawnLauncherLayout(opts: SpawnOptions & { workerNice?: number; workerSemiSpaceMb?: number; layout?: Layout }): Promise<ServiceProcess[]> {
-  const { workerNice: nice = DEFAULT_WORKER_NICE, workerSemiSpaceMb: semiSpaceMb = DEFAULT_WORKER_SEMI_SPACE_MB, layout = 'grouped', ...rest } = opts;
+export async function spawnLauncherLayout(opts: SpawnOptions & WorkerTuning & { layout?: Layout }): Promise<ServiceProcess[]> {
+  const { workerNice, workerSemiSpaceMb, layout = 'grouped', ...rest } = opts;
+  const tuning = { workerNice, workerSemiSpaceMb };
   const specs = layoutProcesses(layout);
-  const workers = await Promise.all(specs.filter((p) => p.name !== 'gateway').map((p) => spawnProcess(p, { ...rest, nice, semiSpaceMb })));
-  const gateway = await spawnService('gateway', rest);
+  const workers = await Promise.all(specs.filter((p) => p.name !== 'gateway').map((p) => spawnProcess(p, { ...rest, ...launcherTuning(p.name, tuning) })));
+  const gateway = await spawnService('gateway', { ...rest, ...launcherTuning('gateway', tuning) });
   return [...workers, gateway];
+}
+
+/** The launcher's settings for its workers (MEMSTREAM_WORKER_NICE, MEMSTREAM_WORKER_SEMI_SPACE_MB); absent: the defaults above. */
+export interface WorkerTuning {
+  workerNice?: number | undefined;
+  workerSemiSpaceMb?: number | undefined;
+}
+
+/** What the launcher starts a process of its layout with, at first and when it restarts one: a worker at its nice value with its young generation, the gateway as the launcher is. */
+export function launcherTuning(name: string, t: WorkerTuning): Pick<SpawnOptions, 'nice' | 'semiSpaceMb'> {
+  return name === 'gateway' ? {} : { nice: t.workerNice ?? DEFAULT_WORKER_NICE, semiSpaceMb: t.workerSemiSpaceMb ?? DEFAULT_WORKER_SEMI_SPACE_MB };
 }
 
 /**
